@@ -1,0 +1,92 @@
+"""Platform configuration: the one typed place that reads ``LAKEHOUSE_*`` environment variables.
+
+Everything else receives a :class:`Settings` object; nothing else reads the environment.
+Embedded defaults (``local[*]`` Spark, a lake directory on disk) need no variable at all;
+a cluster or object storage is a matter of setting a few of these.
+"""
+
+from __future__ import annotations
+
+import json
+from functools import lru_cache
+from pathlib import Path
+
+from pydantic import Field, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
+
+
+class Settings(BaseSettings):
+    """Settings read from ``LAKEHOUSE_<FIELD>`` variables (e.g. ``LAKEHOUSE_ROOT``)."""
+
+    model_config = SettingsConfigDict(env_prefix="LAKEHOUSE_", extra="ignore", frozen=True)
+
+    root: str = Field(
+        default="./lakehouse",
+        description="Lake root: a local directory or a Hadoop URI (s3a://bucket/lake). "
+        "Holds the landing zone, tables, checkpoints and ops tables.",
+    )
+    spark_master: str | None = Field(
+        default=None,
+        description="Spark master URL. Unset: spark-submit's master, else local[*].",
+    )
+    spark_conf: dict[str, str] = Field(
+        default_factory=dict,
+        description='Extra Spark conf as JSON, e.g. {"spark.executor.memory": "2g"}.',
+    )
+    shuffle_partitions: int = Field(
+        default=4,
+        ge=1,
+        description="spark.sql.shuffle.partitions. Fixed per checkpoint once a stateful stream "
+        "has started, so choose it before the first run.",
+    )
+    jars_dir: Path = Field(
+        default=PROJECT_ROOT / ".jars" / "spark",
+        description="Directory of extra JVM jars (Delta, Kafka connector); `make jars` fills it.",
+    )
+    pipelines_package: str = Field(
+        default="pipelines",
+        description="Python package whose sub-packages each declare one pipeline.",
+    )
+    trigger_interval: str = Field(
+        default="5 seconds",
+        description="Processing-time interval of continuous flows.",
+    )
+    spark_ui: bool = Field(default=True, description="Start the Spark UI in drivers.")
+    spark_log_level: str = Field(default="WARN", description="Log level of Spark's JVM loggers.")
+
+    @field_validator("root")
+    @classmethod
+    def _absolute_root(cls, value: str) -> str:
+        """Local roots become absolute so that every process agrees on them."""
+        if "://" in value:
+            return value.rstrip("/")
+        return str(Path(value).expanduser().resolve())
+
+    @property
+    def is_local_root(self) -> bool:
+        return "://" not in self.root
+
+    def to_env(self) -> dict[str, str]:
+        """These settings as ``LAKEHOUSE_*`` variables, to hand to a child process."""
+        env = {
+            "LAKEHOUSE_ROOT": self.root,
+            "LAKEHOUSE_SHUFFLE_PARTITIONS": str(self.shuffle_partitions),
+            "LAKEHOUSE_JARS_DIR": str(self.jars_dir),
+            "LAKEHOUSE_PIPELINES_PACKAGE": self.pipelines_package,
+            "LAKEHOUSE_TRIGGER_INTERVAL": self.trigger_interval,
+            "LAKEHOUSE_SPARK_UI": str(self.spark_ui).lower(),
+            "LAKEHOUSE_SPARK_LOG_LEVEL": self.spark_log_level,
+        }
+        if self.spark_master:
+            env["LAKEHOUSE_SPARK_MASTER"] = self.spark_master
+        if self.spark_conf:
+            env["LAKEHOUSE_SPARK_CONF"] = json.dumps(self.spark_conf)
+        return env
+
+
+@lru_cache(maxsize=1)
+def settings() -> Settings:
+    """The process-wide settings, read once from the environment."""
+    return Settings()

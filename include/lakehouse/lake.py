@@ -1,0 +1,51 @@
+"""Where things live under the lake root: the one place that builds lake paths.
+
+```
+<root>/landing/<pipeline>/<source>/     files dropped by producers (bronze file sources)
+<root>/reference/<pipeline>/            static reference data (lookups)
+<root>/tables/<layer>/<table>/          Delta tables (bronze, silver, gold, ops)
+<root>/checkpoints/<pipeline>/<table>/  one streaming checkpoint per flow, never shared
+<root>/control/<pipeline>/              driver leases and stop requests
+```
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from lakehouse.config import Settings
+
+
+@dataclass(frozen=True)
+class Lake:
+    root: str
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> Lake:
+        return cls(settings.root)
+
+    def _join(self, *parts: str) -> str:
+        return "/".join([self.root.rstrip("/"), *parts])
+
+    def table(self, name: str) -> str:
+        """Path of a Delta table named ``layer.table``."""
+        layer, table = name.split(".", 1)
+        return self._join("tables", layer, table)
+
+    def checkpoint(self, pipeline: str, table: str) -> str:
+        return self._join("checkpoints", pipeline, table)
+
+    def landing(self, pipeline: str, source: str) -> str:
+        return self._join("landing", pipeline, source)
+
+    def reference(self, pipeline: str, name: str) -> str:
+        return self._join("reference", pipeline, name)
+
+    def control(self, pipeline: str) -> str:
+        return self._join("control", pipeline)
+
+    @property
+    def tables_root(self) -> str:
+        return self._join("tables")

@@ -1,0 +1,39 @@
+"""Spark-free access to Delta tables with delta-rs: small ops tables written from listeners and
+Airflow tasks, and any lake table read into polars (``lakehouse status``, monitors, analysts)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+
+if TYPE_CHECKING:
+    import polars as pl
+
+
+def rs_uri(path: str) -> str:
+    """delta-rs spells Hadoop's ``s3a://`` as ``s3://``; local paths pass through."""
+    return "s3://" + path[len("s3a://") :] if path.startswith("s3a://") else path
+
+
+def append_rows(path: str, schema: pa.Schema, rows: list[dict[str, Any]]) -> None:
+    """Append rows to the Delta table at ``path``, creating it on first use."""
+    from deltalake import write_deltalake
+
+    write_deltalake(rs_uri(path), pa.Table.from_pylist(rows, schema=schema), mode="append")
+
+
+def exists(path: str) -> bool:
+    from deltalake import DeltaTable
+
+    return DeltaTable.is_deltatable(rs_uri(path))
+
+
+def read_table(path: str, schema: pa.Schema | None = None) -> pl.DataFrame:
+    """The table as polars; an empty frame of ``schema`` when the table does not exist yet."""
+    import polars as pl
+    from deltalake import DeltaTable
+
+    if not exists(path):
+        return pl.from_arrow(schema.empty_table()) if schema is not None else pl.DataFrame()
+    return pl.from_arrow(DeltaTable(rs_uri(path)).to_pyarrow_table())

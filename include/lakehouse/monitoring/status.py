@@ -1,0 +1,50 @@
+"""Spark-free figures about the lake for ``lakehouse status``, monitors and DAG tasks."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING
+
+from lakehouse.monitoring.ops_tables import exists, rs_uri
+
+if TYPE_CHECKING:
+    from lakehouse.lake import Lake
+
+
+@dataclass(frozen=True)
+class TableStats:
+    name: str
+    version: int | None
+    rows: int | None
+    files: int | None
+    size_bytes: int | None
+    last_update: datetime | None
+    last_operation: str | None
+
+    @property
+    def exists(self) -> bool:
+        return self.version is not None
+
+
+def table_stats(lake: Lake, name: str) -> TableStats:
+    """Version, row and file counts from the Delta log (no data files are read)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    from deltalake import DeltaTable
+
+    path = lake.table(name)
+    if not exists(path):
+        return TableStats(name, None, None, None, None, None, None)
+    table = DeltaTable(rs_uri(path))
+    actions = pa.table(table.get_add_actions(flatten=True))
+    last = table.history(1)[0]
+    return TableStats(
+        name=name,
+        version=table.version(),
+        rows=int(pc.sum(actions["num_records"]).as_py() or 0),
+        files=actions.num_rows,
+        size_bytes=int(pc.sum(actions["size_bytes"]).as_py() or 0),
+        last_update=datetime.fromtimestamp(last["timestamp"] / 1000, tz=UTC),
+        last_operation=last.get("operation"),
+    )

@@ -1,0 +1,162 @@
+"""Write semantics of a table, for stream micro-batches and for backfill slices.
+
+=============  =====================================  ======================================
+``write``      micro-batch (stream)                    slice ``[start, end)`` (backfill)
+=============  =====================================  ======================================
+append         idempotent append                       replace the slice (``replaceWhere``)
+upsert         MERGE latest row per key (newer wins)   same MERGE (full refresh: overwrite)
+aggregate      MERGE updated windows in place          replace the slice of windows
+=============  =====================================  ======================================
+
+Stream writes are exactly-once: every commit carries ``txnAppId`` = the query id (stable across
+restarts from one checkpoint, new for a new checkpoint) and ``txnVersion`` = the batch id, so a
+batch replayed after a crash is skipped by Delta instead of written twice.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import TYPE_CHECKING, TypeVar
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.types import StructType
+
+    from lakehouse.flow import Slice
+    from lakehouse.spec import Table
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+_TXN_APP = "spark.databricks.delta.write.txnAppId"
+_TXN_VERSION = "spark.databricks.delta.write.txnVersion"
+CONFLICT_RETRIES = 5
+
+
+def retry_on_conflict(action: Callable[[], T], what: str) -> T:
+    """Run a Delta commit, retrying the conflicts the protocol asks writers to retry."""
+    for attempt in range(1, CONFLICT_RETRIES + 1):
+        try:
+            return action()
+        except Exception as exc:  # pyspark wraps Delta's exceptions; match on the class name
+            text = str(exc)
+            if attempt == CONFLICT_RETRIES or ("Concurrent" not in text and "DELTA_CONCURRENT" not in text):
+                raise
+            log.warning("%s: Delta conflict (attempt %d), retrying: %s", what, attempt, text.splitlines()[0])
+            time.sleep(0.5 * attempt)
+    raise AssertionError("unreachable")
+
+
+def ensure_table(spark: SparkSession, path: str, schema: StructType, table: Table) -> None:
+    """Create the Delta table (schema, partitioning) if it does not exist yet.
+
+    Streams create their output before starting so that downstream streams can start too.
+    """
+    from delta.tables import DeltaTable
+
+    if DeltaTable.isDeltaTable(spark, path):
+        return
+    builder = DeltaTable.createIfNotExists(spark).location(path).addColumns(schema)
+    if table.description:
+        builder = builder.comment(table.description)
+    if table.partition_by:
+        builder = builder.partitionedBy(*table.partition_by)
+    retry_on_conflict(builder.execute, f"create {table.name}")
+
+
+def latest_per_key(df: DataFrame, table: Table) -> DataFrame:
+    """The greatest ``sequence_by`` row of each key (deterministic within a batch)."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    order = [F.col(c).desc_nulls_last() for c in table.sequence_by]
+    rank = F.row_number().over(Window.partitionBy(*table.keys).orderBy(*order))
+    return df.withColumn("_rank", rank).where("_rank = 1").drop("_rank")
+
+
+class TableWriter:
+    """Writes a flow's rows into its Delta table with the table's write semantics."""
+
+    def __init__(self, table: Table, path: str) -> None:
+        self.table = table
+        self.path = path
+        self._app_id: str | None = None
+        self._bound = threading.Event()
+
+    # ---------------------------------------------------------------- streams
+    def bind(self, query_id: str) -> None:
+        """Attach the streaming query id; micro-batches wait for it (see module doc)."""
+        self._app_id = query_id
+        self._bound.set()
+
+    def foreach_batch(self, batch: DataFrame, batch_id: int) -> None:
+        """``foreachBatch`` callback: write one micro-batch exactly once."""
+        self._bound.wait()
+        assert self._app_id is not None
+        # Materialize first: when Delta skips a replayed batch (txn already committed) the plan
+        # would otherwise never run, and stateful operators would not commit this batch's state.
+        batch.persist()
+        batch.count()
+        try:
+            self.write_microbatch(batch, batch_id, self._app_id)
+        finally:
+            batch.unpersist()
+
+    def write_microbatch(self, batch: DataFrame, batch_id: int, app_id: str) -> None:
+        what = f"{self.table.name} batch {batch_id}"
+        if self.table.write == "append":
+            writer = (
+                batch.write.format("delta")
+                .mode("append")
+                .option("txnAppId", app_id)
+                .option("txnVersion", batch_id)
+                .option("mergeSchema", "true")
+            )
+            retry_on_conflict(lambda: writer.save(self.path), what)
+            return
+        spark = batch.sparkSession  # the query's own session: conf changes stay in this query
+        spark.conf.set(_TXN_APP, app_id)
+        spark.conf.set(_TXN_VERSION, str(batch_id))
+        try:
+            retry_on_conflict(lambda: self._merge(batch), what)
+        finally:
+            spark.conf.unset(_TXN_APP)
+            spark.conf.unset(_TXN_VERSION)
+
+    # ---------------------------------------------------------------- backfills
+    def write_slice(self, df: DataFrame, slice_: Slice) -> None:
+        """Replace ``slice_`` of the table with ``df`` (or merge, for upserts); idempotent."""
+        table = self.table
+        if table.write == "upsert" and not slice_.is_full:
+            retry_on_conflict(lambda: self._merge(df), f"backfill {table.name}")
+            return
+        if table.write == "upsert":
+            df = latest_per_key(df, table)
+        writer = df.write.format("delta").mode("overwrite").option("mergeSchema", "true")
+        if not slice_.is_full:
+            assert table.event_time
+            writer = writer.option("replaceWhere", slice_.condition(table.event_time))
+        retry_on_conflict(lambda: writer.save(self.path), f"backfill {table.name}")
+
+    # ---------------------------------------------------------------- shared
+    def _merge(self, df: DataFrame) -> None:
+        from delta.tables import DeltaTable
+
+        table = self.table
+        if table.write == "upsert":
+            df = latest_per_key(df, table)
+        on = " AND ".join(f"t.`{k}` <=> s.`{k}`" for k in table.keys)
+        merge = DeltaTable.forPath(df.sparkSession, self.path).alias("t").merge(df.alias("s"), on)
+        if table.write == "upsert":
+
+            def version(alias: str) -> str:
+                return f"struct({', '.join(f'{alias}.`{c}`' for c in table.sequence_by)})"
+
+            merge = merge.whenMatchedUpdateAll(condition=f"{version('s')} > {version('t')}")
+        else:
+            merge = merge.whenMatchedUpdateAll()
+        merge.whenNotMatchedInsertAll().withSchemaEvolution().execute()

@@ -1,0 +1,1 @@
+"""Pipelines: each sub-package declares one pipeline in its ``pipeline.py`` (see README, "Add a pipeline")."""

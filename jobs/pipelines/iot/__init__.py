@@ -1,0 +1,1 @@
+"""IoT device events: the running example of the Structured Streaming talks."""

@@ -1,0 +1,173 @@
+"""Seeded generator of realistic IoT traffic: a device registry and JSON-lines event files.
+
+Besides clean events it produces what real devices send: out-of-order events (late, but within
+the watermark), events too late for it, exact duplicates (retries), malformed lines (truncated
+JSON, wrong types, missing fields), unregistered devices and signal spikes. The same seed and
+options give the same files; the returned summary says how many of each were written, so tests
+can check that every line is accounted for.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import uuid
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from lakehouse.landing import Landing
+
+SOURCE = "bronze.device_events"
+
+# physical range of the sensor, normal operating range, alert threshold
+DEVICE_TYPES: dict[str, tuple[tuple[float, float], tuple[float, float], float]] = {
+    "thermostat": ((-40.0, 125.0), (18.0, 26.0), 30.0),
+    "pressure": ((300.0, 1100.0), (980.0, 1030.0), 1040.0),
+    "humidity": ((0.0, 100.0), (30.0, 70.0), 85.0),
+    "vibration": ((0.0, 50.0), (0.5, 5.0), 12.0),
+}
+
+
+@dataclass
+class Summary:
+    lines: int = 0
+    events: int = 0
+    duplicates: int = 0
+    malformed: int = 0
+    late: int = 0
+    too_late: int = 0
+    unregistered: int = 0
+    files: list[str] = field(default_factory=list)
+    event_ids: list[str] = field(default_factory=list)
+    first_event_time: str | None = None
+    last_event_time: str | None = None
+
+    def as_dict(self, with_ids: bool = False) -> dict[str, Any]:
+        data = asdict(self)
+        if not with_ids:
+            data.pop("event_ids")
+        return data
+
+
+def device_name(number: int) -> str:
+    return f"dev-{number:04d}"
+
+
+def registry_csv(devices: int) -> str:
+    rows = ["device,device_type,location,min_signal,max_signal,alert_threshold"]
+    types = list(DEVICE_TYPES)
+    for n in range(1, devices + 1):
+        kind = types[(n - 1) % len(types)]
+        (low, high), _, threshold = DEVICE_TYPES[kind]
+        rows.append(f"{device_name(n)},{kind},site-{(n - 1) % 5 + 1},{low},{high},{threshold}")
+    return "\n".join(rows) + "\n"
+
+
+def _iso(moment: datetime) -> str:
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+
+
+def _malformed(rng: random.Random, good: dict[str, Any]) -> str:
+    kind = rng.randrange(4)
+    text = json.dumps(good)
+    if kind == 0:
+        return text[: rng.randrange(5, len(text) - 5)]  # truncated
+    if kind == 1:
+        return json.dumps({**good, "signal": "high"})  # wrong type
+    if kind == 2:
+        return json.dumps({k: v for k, v in good.items() if k != "event_time"})  # missing field
+    return "#" + "".join(rng.choice("abcdef0123456789") for _ in range(24))  # not JSON
+
+
+def generate(
+    landing: Landing,
+    *,
+    events: int = 1000,
+    files: int = 1,
+    seed: int = 42,
+    start: datetime | None = None,
+    devices: int = 20,
+    interval_seconds: float = 1.0,
+    late_fraction: float = 0.05,
+    late_max_seconds: float = 480.0,
+    too_late_fraction: float = 0.0,
+    duplicate_fraction: float = 0.02,
+    malformed_fraction: float = 0.01,
+    unregistered_fraction: float = 0.0,
+    spike_fraction: float = 0.02,
+    file_prefix: str | None = None,
+    write_registry: bool = True,
+) -> Summary:
+    """Write ``events`` events (plus duplicates and malformed lines) as ``files`` files.
+
+    Lateness is relative to the arrival order: a late event's time is at most
+    ``late_max_seconds`` behind the latest event written before it, so any split of the files
+    into waves keeps it inside a watermark longer than that. ``too_late`` events are 15 to 60
+    minutes behind.
+    """
+    rng = random.Random(seed)
+    start = (start or datetime.now(UTC)).astimezone(UTC)
+    if write_registry:
+        landing.write_reference("devices", registry_csv(devices))
+    summary = Summary()
+    lines: list[str] = []
+    pending: list[tuple[int, str]] = []  # duplicates waiting for their arrival position
+    clock = start
+    latest = start
+    types = list(DEVICE_TYPES)
+    for i in range(events):
+        clock += timedelta(seconds=rng.expovariate(1 / interval_seconds))
+        if rng.random() < unregistered_fraction:
+            device, kind = f"dev-9{rng.randrange(1000):03d}", rng.choice(types)
+            summary.unregistered += 1
+        else:
+            number = rng.randrange(1, devices + 1)
+            device, kind = device_name(number), types[(number - 1) % len(types)]
+        _, (low, high), threshold = DEVICE_TYPES[kind]
+        signal = rng.uniform(low, high)
+        if rng.random() < spike_fraction:
+            signal = threshold * rng.uniform(1.01, 1.2)
+        event_time = clock
+        roll = rng.random()
+        if roll < too_late_fraction:
+            event_time = latest - timedelta(seconds=rng.uniform(900, 3600))
+            summary.too_late += 1
+        elif roll < too_late_fraction + late_fraction:
+            event_time = latest - timedelta(seconds=rng.uniform(1, late_max_seconds))
+            summary.late += 1
+        latest = max(latest, event_time)
+        event = {
+            "event_id": str(uuid.UUID(int=rng.getrandbits(128), version=4)),
+            "device": device,
+            "device_type": kind,
+            "signal": round(signal, 3),
+            "event_time": _iso(event_time),
+        }
+        line = json.dumps(event)
+        lines.append(line)
+        summary.events += 1
+        summary.event_ids.append(event["event_id"])
+        if rng.random() < duplicate_fraction:
+            pending.append((i + rng.randrange(1, 10), line))
+            pending.sort()
+            summary.duplicates += 1
+        while pending and pending[0][0] <= i:
+            lines.append(pending.pop(0)[1])
+        if rng.random() < malformed_fraction:
+            lines.append(_malformed(rng, event))
+            summary.malformed += 1
+    lines.extend(line for _, line in pending)
+    summary.lines = len(lines)
+    summary.first_event_time = _iso(start)
+    summary.last_event_time = _iso(latest)
+    prefix = file_prefix or f"events-{start:%Y%m%dT%H%M%S}-{seed}"
+    files = max(1, min(files, len(lines) or 1))
+    size = -(-len(lines) // files)
+    for k in range(files):
+        chunk = lines[k * size : (k + 1) * size]
+        if chunk:
+            path = landing.write_lines(SOURCE, f"{prefix}-{k:04d}.json", chunk)
+            summary.files.append(str(path))
+    return summary

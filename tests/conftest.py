@@ -1,0 +1,123 @@
+"""Shared fixtures: one local Spark session for the whole run, a fresh lake per test."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pytest
+
+from lakehouse import registry
+from lakehouse.config import Settings
+from lakehouse.lake import Lake
+from lakehouse.landing import Landing
+from lakehouse.spec import Pipeline
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="session")
+def spark_settings(tmp_path_factory: pytest.TempPathFactory) -> Settings:
+    return Settings(
+        root=str(tmp_path_factory.mktemp("spark-home")),
+        spark_master="local[2]",
+        shuffle_partitions=2,
+        spark_ui=False,
+        spark_log_level="ERROR",
+    )
+
+
+@pytest.fixture(scope="session")
+def spark(spark_settings: Settings) -> Iterator[SparkSession]:
+    from lakehouse.session import spark_session
+
+    session = spark_session(spark_settings, app_name="lakehouse-tests")
+    yield session
+    session.stop()
+
+
+@pytest.fixture
+def lake(tmp_path: Path) -> Lake:
+    return Lake(str(tmp_path / "lake"))
+
+
+@pytest.fixture(scope="session")
+def iot() -> Pipeline:
+    return registry.get("pipelines", "iot")
+
+
+@pytest.fixture
+def iot_landing(lake: Lake, iot: Pipeline) -> Landing:
+    return Landing(lake, iot)
+
+
+@pytest.fixture
+def cli_env(tmp_path: Path) -> dict[str, str]:
+    """Environment for CLI subprocesses: their own lake, small Spark."""
+    env = dict(os.environ)
+    env.update(
+        LAKEHOUSE_ROOT=str(tmp_path / "lake"),
+        LAKEHOUSE_SHUFFLE_PARTITIONS="2",
+        LAKEHOUSE_SPARK_UI="false",
+        LAKEHOUSE_SPARK_MASTER="local[2]",
+        COLUMNS="200",
+    )
+    return env
+
+
+class LiveFlows:
+    """A pipeline's flows running continuously in the test session, settled on demand."""
+
+    def __init__(
+        self, spark: SparkSession, lake: Lake, pipeline: Pipeline, tables: list[str] | None, interval: str
+    ) -> None:
+        from lakehouse.stream import StreamRunner, Trigger
+
+        self.runner = StreamRunner(spark, lake, pipeline)
+        self.queries = [
+            self.runner.start(t, Trigger("continuous", interval)) for t in pipeline.select(tables)
+        ]
+
+    def settle(self) -> None:
+        """Wait until every flow, upstream first, has processed all the data available to it."""
+        for query in self.queries:
+            query.processAllAvailable()
+
+    def stop(self) -> None:
+        from lakehouse.stream import stop_gracefully
+
+        for query in self.queries:
+            stop_gracefully(query)
+        self.runner.close()
+
+
+@pytest.fixture
+def live(spark: SparkSession) -> Iterator:
+    """``live(lake, pipeline, tables=None)`` starts continuous flows; all stop at teardown."""
+    started: list[LiveFlows] = []
+
+    def start(
+        lake: Lake, pipeline: Pipeline, tables: list[str] | None = None, interval: str = "1 second"
+    ) -> LiveFlows:
+        flows = LiveFlows(spark, lake, pipeline, tables, interval)
+        started.append(flows)
+        return flows
+
+    yield start
+    for flows in started:
+        flows.stop()
+
+
+@pytest.fixture
+def read(spark: SparkSession):
+    """``read(lake, "silver.device_events")`` -> the Delta table as a DataFrame."""
+
+    def table(lake: Lake, name: str):
+        return spark.read.format("delta").load(lake.table(name))
+
+    return table

@@ -1,0 +1,99 @@
+"""Backfills replace exactly their slice, are idempotent, and cascade downstream on request."""
+
+from __future__ import annotations
+
+import shutil
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+from pyspark.testing import assertDataFrameEqual
+
+from lakehouse.batch import backfill
+from lakehouse.flow import Slice
+from lakehouse.lake import Lake
+from lakehouse.landing import Landing
+from lakehouse.spec import Pipeline
+from lakehouse.stream import StreamRunner
+from pipelines.iot.generator import generate
+
+START = datetime(2026, 1, 1, tzinfo=UTC)
+SLICE = Slice(datetime(2026, 1, 1, 0, 10), datetime(2026, 1, 1, 0, 20))
+IN_SLICE = "event_time >= '2026-01-01 00:10:00' AND event_time < '2026-01-01 00:20:00'"
+
+
+@pytest.fixture(scope="module")
+def streamed_once(spark, iot: Pipeline, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The IoT pipeline run once incrementally over 30 minutes of events."""
+    lake = Lake(str(tmp_path_factory.mktemp("streamed") / "lake"))
+    generate(Landing(lake, iot), events=900, seed=11, start=START, interval_seconds=2.0)
+    with StreamRunner(spark, lake, iot) as runner:
+        runner.run_incremental(iot.ordered())
+    return Path(lake.root)
+
+
+@pytest.fixture
+def streamed(streamed_once: Path, lake: Lake) -> Lake:
+    """A private copy of the streamed lake for one test to damage and repair."""
+    shutil.copytree(streamed_once, lake.root)
+    return lake
+
+
+def snapshot(spark, df):
+    return spark.createDataFrame(df.collect(), df.schema)
+
+
+def test_backfill_replaces_exactly_its_slice_and_twice_is_once(
+    spark, read, streamed: Lake, iot: Pipeline
+) -> None:
+    silver = lambda: read(streamed, "silver.device_events")  # noqa: E731
+    truth = snapshot(spark, silver())
+    # damage the table inside and outside the slice, as a buggy version of the flow might have
+    spark.sql(f"DELETE FROM delta.`{streamed.table('silver.device_events')}` WHERE signal < 25")
+    damaged = snapshot(spark, silver())
+    assert damaged.count() < truth.count()
+
+    steps = backfill(spark, streamed, iot, SLICE, ["silver.device_events"])
+    assert [s.table for s in steps] == ["silver.device_events"]
+    once = snapshot(spark, silver())
+    assertDataFrameEqual(once.where(IN_SLICE), truth.where(IN_SLICE), checkRowOrder=False)  # repaired
+    assertDataFrameEqual(
+        once.where(f"NOT ({IN_SLICE})"), damaged.where(f"NOT ({IN_SLICE})"), checkRowOrder=False
+    )  # untouched
+    backfill(spark, streamed, iot, SLICE, ["silver.device_events"])
+    assertDataFrameEqual(silver(), once, checkRowOrder=False)
+
+
+def test_downstream_backfill_recomputes_overlapping_windows(
+    spark, read, streamed: Lake, iot: Pipeline
+) -> None:
+    stats_path = streamed.table("gold.device_type_stats")
+    truth = snapshot(spark, read(streamed, "gold.device_type_stats"))
+    spark.sql(f"UPDATE delta.`{stats_path}` SET events = -1")  # every window wrong
+    steps = backfill(spark, streamed, iot, SLICE, ["silver.device_events"], downstream=True)
+    assert [(s.table, s.slice) for s in steps][1] == (
+        "gold.device_type_stats",
+        Slice(datetime(2026, 1, 1, 0, 5), datetime(2026, 1, 1, 0, 20)),
+    )
+    stats = read(streamed, "gold.device_type_stats")
+    touched = "window_start >= '2026-01-01 00:05:00' AND window_start < '2026-01-01 00:20:00'"
+    assertDataFrameEqual(stats.where(touched), truth.where(touched), checkRowOrder=False, rtol=1e-9)
+    assert stats.where(f"NOT ({touched})").where("events <> -1").count() == 0  # outside: untouched
+    assert stats.where(touched).count() == 3 * 4  # 3 window starts x 4 device types
+
+
+def test_upsert_backfill_merges_latest_and_full_refresh_rebuilds(
+    spark, read, streamed: Lake, iot: Pipeline
+) -> None:
+    status = lambda: read(streamed, "gold.device_status")  # noqa: E731
+    truth = snapshot(spark, status())
+    spark.sql(f"DELETE FROM delta.`{streamed.table('gold.device_status')}` WHERE device <= 'dev-0010'")
+    # a slice before the devices' latest events restores them only as of that slice
+    backfill(spark, streamed, iot, Slice(START, datetime(2026, 1, 1, 0, 5)), ["gold.device_status"])
+    partial = status()
+    assert partial.count() == truth.count()
+    assert partial.where("device <= 'dev-0010' AND event_time >= '2026-01-01 00:05:00'").count() == 0
+    backfill(spark, streamed, iot, Slice(), ["gold.device_status"])  # full refresh
+    assertDataFrameEqual(status(), truth, checkRowOrder=False)
+    backfill(spark, streamed, iot, Slice(), ["gold.device_status"])
+    assertDataFrameEqual(status(), truth, checkRowOrder=False)

@@ -1,0 +1,61 @@
+"""Slices and the flow plan: what a backfill reads and replaces; dedupe in batch."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+
+from lakehouse.batch import plan
+from lakehouse.flow import Slice, affected_slice, dedupe, floor_to, input_slice
+from lakehouse.spec import Pipeline
+
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+def at(hour: int, minute: int = 0) -> datetime:
+    return T0.replace(hour=hour, minute=minute)
+
+
+def test_slice_predicate_and_validation() -> None:
+    s = Slice(datetime(2026, 1, 1), datetime(2026, 1, 2))  # naive means UTC
+    assert s.start == T0
+    assert s.condition("event_time") == (
+        "`event_time` >= TIMESTAMP '2026-01-01 00:00:00.000000' AND "
+        "`event_time` < TIMESTAMP '2026-01-02 00:00:00.000000'"
+    )
+    assert Slice().condition("x") == "true" and Slice().is_full
+    with pytest.raises(ValueError, match="must be before"):
+        Slice(at(2), at(1))
+
+
+def test_windows_read_ahead_by_their_size_and_cascade_to_overlapping_windows(iot: Pipeline) -> None:
+    stats = iot.table("gold.device_type_stats")  # 10-minute windows sliding every 5
+    hour = Slice(at(1), at(2))
+    assert input_slice(stats, hour) == Slice(at(1), at(2, 10))
+    # windows overlapping [01:00, 02:00) start at 00:55 at the earliest
+    assert affected_slice(stats, hour) == Slice(at(0, 55), at(2))
+    assert affected_slice(stats, Slice(at(1, 3), at(2))) == Slice(at(0, 55), at(2))
+    status = iot.table("gold.device_status")
+    assert input_slice(status, hour) == hour and affected_slice(status, hour) == hour
+    assert floor_to(at(1, 7), stats.window.slide_delta) == at(1, 5)  # type: ignore[union-attr]
+
+
+def test_backfill_plan_with_and_without_downstream(iot: Pipeline) -> None:
+    hour = Slice(at(1), at(2))
+    only = plan(iot, ["silver.device_events"], hour, downstream=False)
+    assert [(t.name, s) for t, s in only] == [("silver.device_events", hour)]
+    cascade = plan(iot, ["silver.device_events"], hour, downstream=True)
+    assert [(t.name, s) for t, s in cascade] == [
+        ("silver.device_events", hour),
+        ("gold.device_type_stats", Slice(at(0, 55), at(2))),
+        ("gold.device_status", hour),
+    ]
+    assert [t.name for t, _ in plan(iot, None, Slice(), downstream=False)] == list(iot.table_names)
+
+
+def test_batch_dedupe_is_deterministic(spark) -> None:
+    rows = [("a", 2), ("a", 1), ("b", 5), ("a", 1)]
+    for ordering in (rows, list(reversed(rows))):
+        df = spark.createDataFrame(ordering, "id STRING, v INT").repartition(3)
+        assert sorted(dedupe(df, ("id",), streaming=False).collect()) == [("a", 1), ("b", 5)]
