@@ -15,7 +15,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from typing import Annotated, Any, TypeVar
 
@@ -254,7 +254,11 @@ def generate(
     files: Annotated[int, typer.Option(min=1, help="Landing files to split them into.")] = 1,
     seed: Annotated[int, typer.Option(help="Random seed: same seed, same files.")] = 42,
     start: Annotated[
-        datetime | None, typer.Option(formats=DATE_FORMATS, help="First event time (UTC; default now).")
+        datetime | None,
+        typer.Option(formats=DATE_FORMATS, help="Earliest event time (UTC; default end - 1 hour)."),
+    ] = None,
+    end: Annotated[
+        datetime | None, typer.Option(formats=DATE_FORMATS, help="Latest event time (UTC; default now).")
     ] = None,
     continuous: Annotated[
         bool, typer.Option(help="Keep writing a file every --every seconds until stopped.")
@@ -275,7 +279,9 @@ def generate(
     options = _generator_kwargs(generator, set_ or [])
     landing = Landing(Lake.from_settings(_settings()), spec)
     if not continuous:
-        summary = generator(landing, events=events, files=files, seed=seed, start=_utc(start), **options)
+        summary = generator(
+            landing, events=events, files=files, seed=seed, start=_utc(start), end=_utc(end), **options
+        )
         if as_json:
             console.print_json(json.dumps(summary.as_dict()))
         else:
@@ -289,8 +295,15 @@ def generate(
         signal.signal(sig, lambda *_: stop.set())
     tick = 0
     while not stop.is_set():
+        now = datetime.now(UTC)
         summary = generator(
-            landing, events=events, files=1, seed=seed + tick, start=datetime.now(UTC), **options
+            landing,
+            events=events,
+            files=1,
+            seed=seed + tick,
+            start=now - timedelta(seconds=every),
+            end=now,
+            **options,
         )
         tick += 1
         logging.getLogger("lakehouse.generate").info(
@@ -373,6 +386,49 @@ def status(
                 _dash(r["rows_dropped_by_watermark"]),
             )
         console.print(flows)
+
+
+@app.command()
+@_friendly
+def show(
+    table: Annotated[str, typer.Argument(help="Table name, e.g. gold.device_type_stats.")],
+    limit: Annotated[int, typer.Option(min=1, help="Rows to show.")] = 10,
+    sort: Annotated[
+        str | None, typer.Option(help="Column to sort by, descending (default: event time).")
+    ] = None,
+) -> None:
+    """Print rows of a table, read Spark-free with delta-rs (the latest first)."""
+    import polars as pl
+
+    from lakehouse.monitoring.ops_tables import exists, read_table
+
+    conf = _settings()
+    lake = Lake.from_settings(conf)
+    path = lake.table(table) if "." in table else ""
+    if not path or not exists(path):
+        raise UserError(f"no Delta table {table!r} under {lake.root} (run the pipeline first)")
+    event_time = None
+    for spec in registry.discover(conf.pipelines_package).values():
+        if table in spec.table_names:
+            event_time = spec.table(table).event_time
+    df = read_table(path)
+    column = sort or event_time
+    if column:
+        if column not in df.columns:
+            raise UserError(f"{table} has no column {column!r} (columns: {', '.join(df.columns)})")
+        df = df.sort(column, descending=True, nulls_last=True)
+    sample = df.head(limit).with_columns(
+        pl.col(pl.Datetime).dt.strftime("%Y-%m-%d %H:%M:%S"), pl.col(pl.String).str.slice(0, 24)
+    )
+    console.print(f"{table}: {df.height:,} rows; {'latest' if column else 'first'} {sample.height}:")
+    with pl.Config(
+        tbl_rows=limit,
+        tbl_cols=-1,
+        tbl_width_chars=max(console.width, 120),
+        tbl_hide_column_data_types=True,
+        tbl_hide_dataframe_shape=True,
+    ):
+        console.print(str(sample), highlight=False, markup=False, soft_wrap=True)
 
 
 def _dash(value: Any) -> str:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import shutil
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -26,7 +26,7 @@ IN_SLICE = "event_time >= '2026-01-01 00:10:00' AND event_time < '2026-01-01 00:
 def streamed_once(spark, iot: Pipeline, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The IoT pipeline run once incrementally over 30 minutes of events."""
     lake = Lake(str(tmp_path_factory.mktemp("streamed") / "lake"))
-    generate(Landing(lake, iot), events=900, seed=11, start=START, interval_seconds=2.0)
+    generate(Landing(lake, iot), events=900, seed=11, start=START, end=START + timedelta(minutes=30))
     with StreamRunner(spark, lake, iot) as runner:
         runner.run_incremental(iot.ordered())
     return Path(lake.root)

@@ -88,8 +88,8 @@ def generate(
     files: int = 1,
     seed: int = 42,
     start: datetime | None = None,
+    end: datetime | None = None,
     devices: int = 20,
-    interval_seconds: float = 1.0,
     late_fraction: float = 0.05,
     late_max_seconds: float = 480.0,
     too_late_fraction: float = 0.0,
@@ -100,7 +100,8 @@ def generate(
     file_prefix: str | None = None,
     write_registry: bool = True,
 ) -> Summary:
-    """Write ``events`` events (plus duplicates and malformed lines) as ``files`` files.
+    """Write ``events`` events (plus duplicates and malformed lines) as ``files`` files, their
+    times spread over ``[start, end)`` (default: the hour up to now).
 
     Lateness is relative to the arrival order: a late event's time is at most
     ``late_max_seconds`` behind the latest event written before it, so any split of the files
@@ -108,7 +109,11 @@ def generate(
     minutes behind.
     """
     rng = random.Random(seed)
-    start = (start or datetime.now(UTC)).astimezone(UTC)
+    end = (end or (start + timedelta(hours=1) if start else datetime.now(UTC))).astimezone(UTC)
+    start = (start or end - timedelta(hours=1)).astimezone(UTC)
+    if start >= end:
+        raise ValueError(f"start {start} must be before end {end}")
+    interval_seconds = (end - start).total_seconds() / max(events, 1)
     if write_registry:
         landing.write_reference("devices", registry_csv(devices))
     summary = Summary()
@@ -118,7 +123,9 @@ def generate(
     latest = start
     types = list(DEVICE_TYPES)
     for i in range(events):
-        clock += timedelta(seconds=rng.expovariate(1 / interval_seconds))
+        clock = min(
+            clock + timedelta(seconds=rng.expovariate(1 / interval_seconds)), end - timedelta(milliseconds=1)
+        )
         if rng.random() < unregistered_fraction:
             device, kind = f"dev-9{rng.randrange(1000):03d}", rng.choice(types)
             summary.unregistered += 1
