@@ -92,6 +92,11 @@ def _pipeline(name: str) -> Pipeline:
     return registry.get(_settings().pipelines_package, name)
 
 
+def _split(values: list[str] | None) -> list[str]:
+    """Repeatable options also take comma-separated lists: ``--flow a,b --flow c``."""
+    return [part.strip() for value in values or [] for part in value.split(",") if part.strip()]
+
+
 def _utc(value: datetime | None) -> datetime | None:
     if value is None:
         return None
@@ -143,26 +148,55 @@ def run(
         str | None,
         typer.Option(help="Micro-batch interval of continuous flows (default LAKEHOUSE_TRIGGER_INTERVAL)."),
     ] = None,
+    skip_if_running: Annotated[
+        bool, typer.Option(help="Exit successfully, doing nothing, when a flow already runs elsewhere.")
+    ] = False,
 ) -> None:
-    """Run flows as Structured Streaming queries into their Delta tables."""
+    """Run flows as Structured Streaming queries into their Delta tables (one driver per flow)."""
     spec = _pipeline(pipeline)
-    tables = spec.select(flow)
+    tables = spec.select(_split(flow))
+    from lakehouse.control import FlowControl, LeaseHeld, LeaseKeeper
     from lakehouse.session import spark_session
-    from lakehouse.stream import StreamRunner
+    from lakehouse.stream import FlowFailed, StreamRunner
 
     conf = _settings()
-    spark = spark_session(conf, app_name=f"lakehouse-{pipeline}-{trigger.value}")
-    runner = StreamRunner(spark, Lake.from_settings(conf), spec)
-    if trigger is TriggerChoice.incremental:
-        runs = runner.run_incremental(tables)
-    else:
-        stop = threading.Event()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            signal.signal(sig, lambda *_: stop.set())
-        logging.getLogger("lakehouse").info(
-            "running %d flow(s) continuously; Ctrl-C or SIGTERM stops them gracefully", len(tables)
-        )
-        runs = runner.run_continuous(tables, interval or conf.trigger_interval, should_stop=stop.is_set)
+    control = FlowControl(conf.control_path, pipeline)
+    names = [t.name for t in tables]
+    stop, lost = threading.Event(), threading.Event()
+    keeper = LeaseKeeper(control, names, trigger.value, conf.lease_ttl_seconds, on_lost=lambda _: lost.set())
+    try:
+        keeper.acquire()
+    except LeaseHeld as exc:
+        if skip_if_running:
+            console.print(f"skipped: {exc}")
+            return
+        raise UserError(f"{exc}; stop it first (lakehouse stop {pipeline} --flow {exc.lease.flow})") from None
+    log = logging.getLogger("lakehouse")
+    try:
+        spark = spark_session(conf, app_name=f"lakehouse-{pipeline}-{trigger.value}")
+        with StreamRunner(spark, Lake.from_settings(conf), spec) as runner:
+            if trigger is TriggerChoice.incremental:
+                runs = runner.run_incremental(tables)
+            else:
+                for sig in (signal.SIGTERM, signal.SIGINT):
+                    signal.signal(sig, lambda *_: stop.set())
+                log.info(
+                    "running %d flow(s) continuously; Ctrl-C, SIGTERM or `lakehouse stop` stops them",
+                    len(names),
+                )
+
+                def should_stop() -> bool:
+                    return stop.is_set() or lost.is_set() or any(control.stop_requested(n) for n in names)
+
+                runs = runner.run_continuous(
+                    tables, interval or conf.trigger_interval, should_stop=should_stop, fence=lost.is_set
+                )
+    finally:
+        keeper.release()
+        for name in names:
+            control.clear_stop(name)
+    if lost.is_set():
+        raise FlowFailed(f"{pipeline}: lost the lease on its flows; stopped to let the new owner run")
     view = RichTable(title=f"{pipeline}: {trigger.value} run", title_justify="left")
     for column in ("flow", "batches", "input rows", "late rows dropped", "duplicates dropped"):
         view.add_column(column, justify="right" if column != "flow" else "left")
@@ -203,6 +237,7 @@ def backfill(
         )
     slice_ = Slice(_utc(start), _utc(end))
     spec = _pipeline(pipeline)
+    flow = _split(flow)
     spec.select(flow)  # unknown flow names fail before Spark starts
     from lakehouse.batch import backfill as run_backfill
     from lakehouse.session import spark_session

@@ -55,6 +55,21 @@ class Settings(BaseSettings):
     )
     spark_ui: bool = Field(default=True, description="Start the Spark UI in drivers.")
     spark_log_level: str = Field(default="WARN", description="Log level of Spark's JVM loggers.")
+    control_dir: str | None = Field(
+        default=None,
+        description="POSIX directory for driver leases and stop requests (default <root>/control); "
+        "set it when the lake root is object storage.",
+    )
+    platform_dir: Path = Field(
+        default=PROJECT_ROOT / ".platform",
+        description="State of the embedded platform (`make up`): Airflow home, pids, logs, password.",
+    )
+    airflow_port: int = Field(default=8080, description="Port of the embedded Airflow UI and API.")
+    lease_ttl_seconds: float = Field(
+        default=30.0,
+        gt=2,
+        description="A driver's lease on its flows expires this long after its last renewal.",
+    )
 
     @field_validator("root")
     @classmethod
@@ -68,6 +83,10 @@ class Settings(BaseSettings):
     def is_local_root(self) -> bool:
         return "://" not in self.root
 
+    @property
+    def control_path(self) -> str:
+        return self.control_dir or f"{self.root}/control"
+
     def to_env(self) -> dict[str, str]:
         """These settings as ``LAKEHOUSE_*`` variables, to hand to a child process."""
         env = {
@@ -78,7 +97,12 @@ class Settings(BaseSettings):
             "LAKEHOUSE_TRIGGER_INTERVAL": self.trigger_interval,
             "LAKEHOUSE_SPARK_UI": str(self.spark_ui).lower(),
             "LAKEHOUSE_SPARK_LOG_LEVEL": self.spark_log_level,
+            "LAKEHOUSE_LEASE_TTL_SECONDS": str(self.lease_ttl_seconds),
+            "LAKEHOUSE_PLATFORM_DIR": str(self.platform_dir),
+            "LAKEHOUSE_AIRFLOW_PORT": str(self.airflow_port),
         }
+        if self.control_dir:
+            env["LAKEHOUSE_CONTROL_DIR"] = self.control_dir
         if self.spark_master:
             env["LAKEHOUSE_SPARK_MASTER"] = self.spark_master
         if self.spark_conf:

@@ -5,7 +5,7 @@
 <root>/reference/<pipeline>/            static reference data (lookups)
 <root>/tables/<layer>/<table>/          Delta tables (bronze, silver, gold, ops)
 <root>/checkpoints/<pipeline>/<table>/  one streaming checkpoint per flow, never shared
-<root>/control/<pipeline>/              driver leases and stop requests
+<root>/control/<pipeline>/              driver leases, stop requests, driver logs (see control.py)
 ```
 """
 
@@ -42,9 +42,6 @@ class Lake:
 
     def reference(self, pipeline: str, name: str) -> str:
         return self._join("reference", pipeline, name)
-
-    def control(self, pipeline: str) -> str:
-        return self._join("control", pipeline)
 
     @property
     def tables_root(self) -> str:

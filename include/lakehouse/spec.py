@@ -289,6 +289,7 @@ class Pipeline:
     generator: str | None = None
     incremental_schedule: str = "*/15 * * * *"
     backfill_schedule: str = "@daily"
+    monitor_interval: str = "2 minutes"
     start_date: str = "2026-01-01"
     restart_budget: int = 3
     package: str | None = None
@@ -298,6 +299,7 @@ class Pipeline:
         object.__setattr__(self, "lookups", tuple(self.lookups))
         if not _NAME.match(self.name):
             raise SpecError(f"pipeline name {self.name!r} must be lower_snake_case")
+        parse_duration(self.monitor_interval, f"pipeline {self.name!r} monitor_interval")
         self._check_graph()
 
     def with_package(self, package: str) -> Pipeline:

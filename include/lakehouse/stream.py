@@ -143,8 +143,10 @@ class StreamRunner:
         interval: str,
         should_stop: Callable[[], bool] = lambda: False,
         poll_seconds: float = 1.0,
+        fence: Callable[[], bool] = lambda: False,
     ) -> list[FlowRun]:
-        """Run until ``should_stop()`` or a query fails; then stop every query gracefully."""
+        """Run until ``should_stop()`` or a query fails; then stop every query gracefully,
+        or at once when ``fence()`` says another driver may take over (lease lost)."""
         queries = {t.name: self.start(t, Trigger("continuous", interval)) for t in tables}
         runs = {name: FlowRun(name, str(q.id)) for name, q in queries.items()}
         failed: list[str] = []
@@ -160,7 +162,10 @@ class StreamRunner:
                 time.sleep(poll_seconds)
         finally:
             for name, query in queries.items():
-                stop_gracefully(query)
+                if fence():
+                    query.stop()
+                else:
+                    stop_gracefully(query)
                 runs[name].absorb(query)
                 self.recorder.wait_terminated(str(query.id), timeout=30)
         if failed:

@@ -9,6 +9,7 @@ import pyarrow as pa
 
 if TYPE_CHECKING:
     import polars as pl
+    import pyarrow.compute as pc
 
 
 def rs_uri(path: str) -> str:
@@ -29,11 +30,15 @@ def exists(path: str) -> bool:
     return DeltaTable.is_deltatable(rs_uri(path))
 
 
-def read_table(path: str, schema: pa.Schema | None = None) -> pl.DataFrame:
-    """The table as polars; an empty frame of ``schema`` when the table does not exist yet."""
+def read_table(
+    path: str, schema: pa.Schema | None = None, where: pc.Expression | None = None
+) -> pl.DataFrame:
+    """The table as polars (rows matching ``where``, pushed down to the Parquet files); an empty
+    frame of ``schema`` when the table does not exist yet."""
     import polars as pl
     from deltalake import DeltaTable
 
     if not exists(path):
         return pl.from_arrow(schema.empty_table()) if schema is not None else pl.DataFrame()
-    return pl.from_arrow(DeltaTable(rs_uri(path)).to_pyarrow_table())
+    dataset = DeltaTable(rs_uri(path)).to_pyarrow_dataset()
+    return pl.from_arrow(dataset.to_table(filter=where))

@@ -138,14 +138,18 @@ class ProgressLog:
         ]
         append_rows(self.path, SCHEMA, full)
 
-    def read(self) -> pl.DataFrame:
-        return read_table(self.path, SCHEMA)
+    def read(self, since: datetime | None = None) -> pl.DataFrame:
+        """All recorded events, or those recorded since ``since`` (pushed down to the files)."""
+        import pyarrow.compute as pc
 
-    def latest(self) -> pl.DataFrame:
+        where = pc.field("recorded_at") >= pa.scalar(since, pa.timestamp("us", tz="UTC")) if since else None
+        return read_table(self.path, SCHEMA, where)
+
+    def latest(self, events: pl.DataFrame | None = None) -> pl.DataFrame:
         """Per flow: its state (last event), heartbeat, and the figures of its last batch."""
         import polars as pl
 
-        df = self.read().sort("recorded_at")
+        df = (self.read() if events is None else events).sort("recorded_at")
         keys = ["pipeline", "flow"]
         state = df.group_by(keys, maintain_order=True).agg(
             pl.col("event").last().alias("state"),

@@ -1,0 +1,101 @@
+"""Health of a continuous flow, from its lease, its last progress and its restart history.
+
+Pure and Spark-free: the Airflow monitor, ``lakehouse status`` and tests share it.
+
+=========  =================================================  =======================
+state      meaning                                            monitor does
+=========  =================================================  =======================
+stopped    not deployed, no driver                            nothing
+healthy    driver alive, heartbeat within the freshness limit  report figures
+starting   driver alive, no heartbeat yet (grace period)       report
+dead       deployed but no live driver                         restart from checkpoint
+stale      driver alive, no heartbeat within freshness         fail
+failing    errors repeatedly (terminated with an exception)    fail
+exhausted  dead, and the restart budget is used up             fail
+=========  =================================================  =======================
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any, Literal
+
+if TYPE_CHECKING:
+    from lakehouse.control import Lease
+
+State = Literal["stopped", "healthy", "starting", "dead", "stale", "failing", "exhausted"]
+FAILED_STATES = ("stale", "failing", "exhausted")
+STARTUP_GRACE = timedelta(minutes=3)
+ERRORS_TO_FAIL = 3
+
+
+@dataclass(frozen=True)
+class FlowHealth:
+    flow: str
+    state: State
+    message: str
+    figures: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def failed(self) -> bool:
+        return self.state in FAILED_STATES
+
+    @property
+    def needs_restart(self) -> bool:
+        return self.state == "dead"
+
+
+def evaluate(
+    flow: str,
+    *,
+    deployed: bool,
+    lease: Lease | None,
+    heartbeat: datetime | None,
+    recent_errors: list[str],
+    restarts_used: int,
+    restart_budget: int,
+    freshness: timedelta,
+    now: datetime,
+    figures: dict[str, Any] | None = None,
+) -> FlowHealth:
+    """Decide a flow's state (see the module table)."""
+    figures = figures or {}
+    alive = lease is not None and lease.live(now)
+    if len(recent_errors) >= ERRORS_TO_FAIL:
+        return FlowHealth(
+            flow, "failing",
+            f"{len(recent_errors)} failures in the last hour; last: {recent_errors[-1][:500]}", figures,
+        )  # fmt: skip
+    if not alive:
+        if not deployed:
+            return FlowHealth(flow, "stopped", "not deployed", figures)
+        if restarts_used >= restart_budget:
+            return FlowHealth(
+                flow, "exhausted",
+                f"driver is down and the restart budget is used ({restarts_used} restarts in the last hour, "
+                f"budget {restart_budget}); fix the cause, then run the deploy DAG",
+                figures,
+            )  # fmt: skip
+        reason = "no driver holds its lease" if lease is None else (
+            "lease expired" if lease.expired(now) else f"driver process {lease.pid} on {lease.host} is gone"
+        )  # fmt: skip
+        return FlowHealth(flow, "dead", f"deployed but down ({reason})", figures)
+    assert lease is not None
+    where = f"{lease.host} pid {lease.pid}"
+    if heartbeat is None or heartbeat < lease.acquired_at:
+        if now - lease.acquired_at <= STARTUP_GRACE:
+            return FlowHealth(flow, "starting", f"driver started on {where}, no progress yet", figures)
+        return FlowHealth(flow, "stale", f"driver on {where} reported no progress since it started "
+                          f"{(now - lease.acquired_at).total_seconds():.0f} s ago", figures)  # fmt: skip
+    age = now - heartbeat
+    if age > freshness:
+        return FlowHealth(
+            flow, "stale",
+            f"last heartbeat {age.total_seconds():.0f} s ago, beyond the freshness limit of "
+            f"{freshness.total_seconds():.0f} s (driver on {where})",
+            figures,
+        )  # fmt: skip
+    return FlowHealth(
+        flow, "healthy", f"running on {where}, heartbeat {age.total_seconds():.0f} s ago", figures
+    )

@@ -1,0 +1,1 @@
+"""Airflow orchestration: the DAG factory and the tasks it schedules (deploy, monitor, stop)."""

@@ -1,0 +1,50 @@
+"""Failure callback of every generated DAG: log the alert and record it in ``ops.alerts``.
+
+``ops.alerts`` is a Delta table (written with delta-rs), so the history of alerts can be
+queried like any other table and read by whatever pages people (a webhook, a chat bot).
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import UTC, datetime
+from typing import Any
+
+import pyarrow as pa
+
+from lakehouse.config import settings
+from lakehouse.lake import Lake
+from lakehouse.monitoring.ops_tables import append_rows
+
+log = logging.getLogger("lakehouse.alerts")
+
+ALERTS_TABLE = "ops.alerts"
+SCHEMA = pa.schema(
+    [
+        ("raised_at", pa.timestamp("us", tz="UTC")),
+        ("dag_id", pa.string()),
+        ("task_id", pa.string()),
+        ("run_id", pa.string()),
+        ("try_number", pa.int64()),
+        ("message", pa.string()),
+    ]
+)
+
+
+def on_failure(context: Any) -> None:
+    """Airflow ``on_failure_callback``: one row per failed task attempt."""
+    ti = context["ti"]
+    message = str(context.get("exception") or "task failed")
+    log.error("ALERT %s.%s (run %s) failed: %s", ti.dag_id, ti.task_id, ti.run_id, message)
+    row = {
+        "raised_at": datetime.now(UTC),
+        "dag_id": ti.dag_id,
+        "task_id": ti.task_id,
+        "run_id": ti.run_id,
+        "try_number": ti.try_number,
+        "message": message[:10_000],
+    }
+    try:
+        append_rows(Lake.from_settings(settings()).table(ALERTS_TABLE), SCHEMA, [row])
+    except Exception:  # the alert is in the log either way
+        log.exception("could not record the alert in %s", ALERTS_TABLE)
