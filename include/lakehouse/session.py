@@ -8,6 +8,7 @@ the master and jars from it; anything else starts an embedded ``local[*]`` JVM w
 from __future__ import annotations
 
 import os
+import sys
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -37,6 +38,10 @@ def jars(settings: Settings) -> list[Path]:
 def spark_conf(settings: Settings) -> dict[str, str]:
     """Every Spark setting the platform relies on, user overrides (LAKEHOUSE_SPARK_CONF) last."""
     conf = {
+        # Python workers (UDFs, pandas functions) use this interpreter, i.e. the project's
+        # virtualenv, not whatever `python3` is first on PATH. Override for cluster nodes.
+        "spark.pyspark.python": sys.executable,
+        "spark.pyspark.driver.python": sys.executable,
         "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
         "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
         "spark.sql.session.timeZone": "UTC",
@@ -64,6 +69,9 @@ def spark_session(settings: Settings, app_name: str = "lakehouse") -> SparkSessi
     """The process's SparkSession, created on first call with the platform configuration."""
     from pyspark.sql import SparkSession
 
+    conf = spark_conf(settings)
+    # An in-process SparkContext takes its workers' interpreter from the environment only.
+    os.environ.setdefault("PYSPARK_PYTHON", conf["spark.pyspark.python"])
     builder = SparkSession.builder.appName(app_name)
     if settings.spark_master:
         builder = builder.master(settings.spark_master)
@@ -71,7 +79,7 @@ def spark_session(settings: Settings, app_name: str = "lakehouse") -> SparkSessi
         builder = builder.master("local[*]")
     if not launched_by_spark_submit():
         builder = builder.config("spark.jars", ",".join(str(j) for j in jars(settings)))
-    for key, value in spark_conf(settings).items():
+    for key, value in conf.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel(settings.spark_log_level)

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
@@ -53,14 +52,10 @@ class SubmitSpec:
 def driver_spec(settings: Settings, name: str, args: list[str]) -> SubmitSpec:
     """The submit spec of a driver running ``lakehouse <args>`` with the platform's settings.
 
-    Drivers use this interpreter (the project's virtualenv); on a cluster whose nodes keep it
-    elsewhere, set ``spark.pyspark.python`` in LAKEHOUSE_SPARK_CONF.
+    Drivers use this interpreter (the project's virtualenv, see ``session.spark_conf``); on a
+    cluster whose nodes keep it elsewhere, set ``spark.pyspark.python`` in LAKEHOUSE_SPARK_CONF.
     """
-    conf = {
-        "spark.pyspark.python": sys.executable,
-        "spark.pyspark.driver.python": sys.executable,
-        **spark_conf(settings),
-    }
+    conf = spark_conf(settings)
     env = {**settings.to_env(), "PYTHONUNBUFFERED": "1"}
     # a glob, which spark-submit expands: listing the directory here would scan files at DAG parse time
     return SubmitSpec(name=name, args=args, conf=conf, jars=f"{settings.jars_dir}/*.jar", env=env)

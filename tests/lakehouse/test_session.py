@@ -1,0 +1,31 @@
+"""The session factory: Delta on, UTC, and Python workers running the project's interpreter."""
+
+from __future__ import annotations
+
+import sys
+
+import pandas as pd
+
+from lakehouse.config import Settings
+from lakehouse.session import spark_conf
+
+
+def test_conf_pins_python_workers_to_this_interpreter_and_user_conf_wins() -> None:
+    conf = spark_conf(Settings(root="/tmp/lake", spark_conf={"spark.pyspark.python": "/opt/py"}))
+    assert conf["spark.pyspark.driver.python"] == sys.executable
+    assert conf["spark.pyspark.python"] == "/opt/py"
+    assert conf["spark.sql.session.timeZone"] == "UTC"
+
+
+def test_pandas_udfs_run_in_the_virtualenv(spark) -> None:
+    """Workers import pandas: they run this virtualenv's Python, not the first python3 on PATH."""
+    from pyspark.sql.functions import pandas_udf
+
+    @pandas_udf("string")
+    def interpreter(values: pd.Series) -> pd.Series:
+        import sys as worker_sys
+
+        return values.map(lambda _: worker_sys.executable)
+
+    rows = spark.range(1).select(interpreter("id").alias("python")).collect()
+    assert rows[0].python == sys.executable
