@@ -196,9 +196,10 @@ class State:
     def history_delta(self) -> timedelta | None:
         return parse_duration(self.history, "State.history") if self.history else None
 
-    def __post_init__(self) -> None:
-        self.timeout_delta  # noqa: B018 - validates the duration on declaration
-        self.history_delta  # noqa: B018
+    def __post_init__(self) -> None:  # a mistake shows on declaration, not in a backfill
+        parse_duration(self.timeout, "State.timeout")
+        if self.history:
+            parse_duration(self.history, "State.history")
 
 
 # --------------------------------------------------------------------------- tables
