@@ -177,7 +177,13 @@ def changes_frame(user_id: str, changes: list[Change]) -> pd.DataFrame:
 
 class UserActivityProcessor(StatefulProcessor):
     """Runs :class:`Activity` per user: state and pending actions in the (RocksDB) state store,
-    one event-time timer at the next moment something is due."""
+    one event-time timer at the next moment something is due.
+
+    Spark 4.2 hands this operator rows older than the watermark too; an action at or before its
+    user's horizon is counted in ``late_actions`` of the user's next row instead of applied.
+    Between sessions no state is kept, so such an action cannot be told apart then; it cannot
+    reach this flow anyway, as its upstreams drop rows later than the same bounds first.
+    """
 
     def __init__(self, idle_after: timedelta, offline_after: timedelta) -> None:
         self.rules = Activity(idle_after, offline_after)
