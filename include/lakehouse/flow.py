@@ -181,6 +181,12 @@ def build(
     slice_: Slice = Slice(),
 ) -> DataFrame:
     """The rows ``table``'s flow writes: the same plan for a stream and for a backfill."""
+    if table.state is not None and not streaming:
+        raise SpecError(
+            f"{table.name!r} keeps per-key state with event-time timers (state=...), which a batch "
+            "query cannot run: its timers fire only as a stream's watermark passes them. Backfill "
+            "it with lakehouse.batch.backfill, which replays it as a bounded stream"
+        )
     if table.source is not None:
         df = read_source(spark, lake, pipeline, table, streaming=streaming)
         if not streaming and not slice_.is_full:

@@ -106,3 +106,11 @@ def test_backfill_plan_cascades_through_joins_and_state(ads: Pipeline) -> None:
         "gold.campaign_ctr": hour,
         "gold.user_status": Slice(at(10), None),
     }
+
+
+def test_a_stateful_flow_refuses_to_run_as_a_batch_query(ads: Pipeline, lake) -> None:
+    from lakehouse.flow import build
+    from lakehouse.spec import SpecError
+
+    with pytest.raises(SpecError, match=r"'gold.user_activity' keeps per-key state.*replays it"):
+        build(None, lake, ads, ads.table("gold.user_activity"), streaming=False)  # type: ignore[arg-type]

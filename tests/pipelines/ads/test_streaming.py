@@ -296,6 +296,16 @@ def test_stream_equals_batch_for_every_gold_table(spark, read, ads: Pipeline, tm
 
     attributed = {(r.impression_id, r.click_id) for r in read(streamed, "gold.attributed_clicks").collect()}
     assert attributed == set(summary.attributions)
+    # every line accounted for: in silver, kept in bronze as malformed, or a counted duplicate
+    totals = ProgressLog(streamed).totals("ads")
+    bronze = read(streamed, "bronze.impressions").count() + read(streamed, "bronze.clicks").count()
+    silver = read(streamed, "silver.impressions").count() + read(streamed, "silver.clicks").count()
+    malformed = sum(read(streamed, t).where("_parse_error IS NOT NULL").count() for t in ads.table_names[:2])
+    duplicates = totals["silver.impressions"]["duplicates"] + totals["silver.clicks"]["duplicates"]
+    assert bronze == summary.lines and silver == summary.impressions + summary.clicks
+    assert malformed == summary.malformed and duplicates == summary.duplicates
+    assert bronze == silver + malformed + duplicates  # and nothing dropped as too late
+    assert sum(t["dropped_late"] for t in totals.values()) == 0
     activity = read(streamed, "gold.user_activity")
     assert {r.status for r in activity.select("status").distinct().collect()} == {"active", "idle", "offline"}
     assert read(streamed, "gold.impression_clicks").where(f"{final} AND click_id IS NULL").count() > 0
