@@ -121,3 +121,8 @@ def read(spark: SparkSession):
         return spark.read.format("delta").load(lake.table(name))
 
     return table
+
+
+@pytest.fixture(scope="session")
+def ads() -> Pipeline:
+    return registry.get("pipelines", "ads")

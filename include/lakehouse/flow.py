@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from lakehouse import registry
 from lakehouse.sources import PARSE_ERROR, read_lookup, read_source
-from lakehouse.spec import Pipeline, SpecError, Table, Upstream
+from lakehouse.spec import Pipeline, SpecError, Table, Upstream, parse_duration
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -71,25 +71,54 @@ class Slice:
         return f"[{start}, {end})"
 
 
-def input_slice(table: Table, slice_: Slice) -> Slice:
-    """Rows of the upstreams that a backfill of ``slice_`` of ``table`` must read.
+def input_slice(table: Table, slice_: Slice, upstream: Upstream | None = None) -> Slice:
+    """Rows of ``upstream`` (of every upstream, if none) that a backfill of ``slice_`` of
+    ``table`` must read.
 
-    A window starting in ``[start, end)`` covers events up to ``end + size``.
+    A window starting in ``[start, end)`` covers events up to ``end + size``; a time-range join
+    reads its upstream's ``lookback``/``lookahead`` around the slice; a flow with :class:`State`
+    reads its history (all of it unless bounded) and, past the end, its timer timeout plus the
+    watermark delay, so that the replayed stream's watermark passes every timer of the slice.
     """
+    before, after = timedelta(0), timedelta(0)
     if table.write == "aggregate" and table.window:
-        return slice_.widen(after=table.window.size_delta)
-    return slice_
+        after += table.window.size_delta
+    if upstream is not None:
+        before += upstream.lookback_delta
+        after += upstream.lookahead_delta
+    if table.state is not None:
+        delay = table.watermark_for(upstream) if upstream is not None else table.watermark
+        after += table.state.timeout_delta + (parse_duration(delay, table.name) if delay else timedelta(0))
+        history = table.state.history_delta
+        if history is None:
+            return Slice(None, slice_.widen(after=after).end)
+        before += history
+    return slice_.widen(before=before, after=after)
 
 
-def affected_slice(table: Table, changed: Slice) -> Slice:
-    """The slice of ``table`` to recompute when ``changed`` of one of its upstreams changed.
+def affected_slice(table: Table, changed: Slice, upstream: Upstream | None = None) -> Slice:
+    """The slice of ``table`` to recompute when ``changed`` of ``upstream`` (or of any of its
+    upstreams) changed.
 
-    For windows: every window overlapping ``changed``, i.e. starting after
-    ``changed.start - size`` (aligned to the slide) and before ``changed.end``.
+    An output row at ``t`` reads ``upstream`` over ``[t - lookback, t + lookahead]``, so the
+    change reaches ``[start - lookahead, end + lookback)``. For windows: every window overlapping
+    that, i.e. starting after ``start - size`` (aligned to the slide) and before ``end``. For
+    flows with :class:`State`: every row from ``start`` on that the state can carry the change
+    to (to the end of the table unless ``history`` bounds it).
     """
+    if upstream is not None:
+        changed = Slice(
+            changed.start - upstream.lookahead_delta if changed.start else None,
+            changed.end + upstream.lookback_delta if changed.end else None,
+        )
     if table.write == "aggregate" and table.window and changed.start:
         size, slide = table.window.size_delta, table.window.slide_delta
         return Slice(floor_to(changed.start - size + slide, slide), changed.end)
+    if table.state is not None:
+        history = table.state.history_delta
+        if history is None or changed.end is None:
+            return Slice(changed.start, None)
+        return Slice(changed.start, changed.end + history + table.state.timeout_delta)
     return changed
 
 
@@ -127,13 +156,13 @@ def read_upstream(
         df = spark.readStream.format("delta").option("skipChangeCommits", "true").load(path)
     else:
         df = spark.read.format("delta").load(path)
-        if not slice_.is_full:
-            if not source.event_time:
-                raise SpecError(
-                    f"cannot backfill a slice of {table.name!r}: its upstream {source.name!r} "
-                    "has no event_time to slice on; run a full refresh (no --start/--end)"
-                )
-            df = df.where(input_slice(table, slice_).condition(source.event_time))
+    if not slice_.is_full:  # a backfill (streaming only when it replays a stateful flow)
+        if not source.event_time:
+            raise SpecError(
+                f"cannot backfill a slice of {table.name!r}: its upstream {source.name!r} "
+                "has no event_time to slice on; run a full refresh (no --start/--end)"
+            )
+        df = df.where(input_slice(table, slice_, upstream).condition(source.event_time))
     if source.source is not None:
         df = df.where(F.col(PARSE_ERROR).isNull())
     delay = table.watermark_for(upstream)
@@ -152,6 +181,12 @@ def build(
     slice_: Slice = Slice(),
 ) -> DataFrame:
     """The rows ``table``'s flow writes: the same plan for a stream and for a backfill."""
+    if table.state is not None and not streaming:
+        raise SpecError(
+            f"{table.name!r} keeps per-key state with event-time timers (state=...), which a batch "
+            "query cannot run: its timers fire only as a stream's watermark passes them. Backfill "
+            "it with lakehouse.batch.backfill, which replays it as a bounded stream"
+        )
     if table.source is not None:
         df = read_source(spark, lake, pipeline, table, streaming=streaming)
         if not streaming and not slice_.is_full:
@@ -170,6 +205,6 @@ def build(
     out = registry.resolve(pipeline, table.transform)(*inputs, *lookups)
     if table.dedupes:
         out = dedupe(out, table.keys, streaming=streaming)
-    if not streaming and not slice_.is_full and table.event_time:
+    if not slice_.is_full and table.event_time:
         out = out.where(slice_.condition(table.event_time))
     return out

@@ -6,6 +6,7 @@
 <root>/tables/<layer>/<table>/          Delta tables (bronze, silver, gold, ops)
 <root>/checkpoints/<pipeline>/<table>/  one streaming checkpoint per flow, never shared
 <root>/control/<pipeline>/              driver leases, stop requests, driver logs (see control.py)
+<root>/scratch/<pipeline>/<table>/<run>/ throwaway work of one run (stateful backfill replays)
 ```
 """
 
@@ -36,6 +37,9 @@ class Lake:
 
     def checkpoint(self, pipeline: str, table: str) -> str:
         return self._join("checkpoints", pipeline, table)
+
+    def scratch(self, pipeline: str, table: str, run: str) -> str:
+        return self._join("scratch", pipeline, table, run)
 
     def landing(self, pipeline: str, source: str) -> str:
         return self._join("landing", pipeline, source)

@@ -146,10 +146,60 @@ class Window:
 
 @dataclass(frozen=True)
 class Upstream:
-    """An upstream table read as a stream, with its own watermark delay if it differs."""
+    """An upstream table read as a stream, with its own watermark delay if it differs.
+
+    ``lookback`` / ``lookahead``: how far before / after an output row's event time the rows of
+    this upstream that row depends on can lie. A time-range join declares them: clicks count up
+    to 1 hour after their impression, so a table of impressions with their clicks reads clicks
+    with ``lookahead="1 hour"``. Backfills of ``[start, end)`` read this upstream over
+    ``[start - lookback, end + lookahead)``; a change to it reaches the same distance downstream.
+    """
 
     table: str
     watermark: str | None = None
+    lookback: str | None = None
+    lookahead: str | None = None
+
+    @property
+    def lookback_delta(self) -> timedelta:
+        return parse_duration(self.lookback, "Upstream.lookback") if self.lookback else timedelta(0)
+
+    @property
+    def lookahead_delta(self) -> timedelta:
+        return parse_duration(self.lookahead, "Upstream.lookahead") if self.lookahead else timedelta(0)
+
+
+@dataclass(frozen=True)
+class State:
+    """The transform keeps its own per-key state with event-time timers (e.g. sessions that close
+    after 30 minutes without action, with ``transformWithStateInPandas``).
+
+    Such rows depend on the key's history and some appear only when the watermark passes a timer,
+    which a batch query never does: backfills of these flows replay their inputs as a bounded
+    stream (see ``lakehouse.batch``), the transform still written once.
+
+    - ``timeout``: the longest event-time delay of a timer after the input that set it; a
+      backfill reads this much (plus the watermark delay) past its slice so all timers fire.
+    - ``history``: how far back a key's state reaches; backfills read that much before their
+      slice. ``None`` (default): state can reach back indefinitely, so backfills replay each
+      upstream from its beginning (exact, costlier).
+    """
+
+    timeout: str
+    history: str | None = None
+
+    @property
+    def timeout_delta(self) -> timedelta:
+        return parse_duration(self.timeout, "State.timeout")
+
+    @property
+    def history_delta(self) -> timedelta | None:
+        return parse_duration(self.history, "State.history") if self.history else None
+
+    def __post_init__(self) -> None:  # a mistake shows on declaration, not in a backfill
+        parse_duration(self.timeout, "State.timeout")
+        if self.history:
+            parse_duration(self.history, "State.history")
 
 
 # --------------------------------------------------------------------------- tables
@@ -170,6 +220,7 @@ class Table:
     - ``write``: ``append`` (insert once), ``upsert`` (keep the row with the greatest
       ``sequence_by`` per key), ``aggregate`` (event-time windows updated in place as late rows
       arrive; needs ``window`` and ``event_time`` = the window-start column).
+    - ``state``: the transform keeps per-key state with event-time timers (:class:`State`).
     """
 
     name: str
@@ -183,6 +234,7 @@ class Table:
     sequence_by: Sequence[str] = ()
     write: WriteMode = "append"
     window: Window | None = None
+    state: State | None = None
     partition_by: Sequence[str] = ()
     description: str = ""
     freshness: str = "15 minutes"
@@ -242,8 +294,11 @@ class Table:
         if self.watermark:
             parse_duration(self.watermark, f"table {self.name!r} watermark")
         for up in self.upstreams:
-            if up.watermark:  # type: ignore[union-attr]
-                parse_duration(up.watermark, f"table {self.name!r} upstream {up.table!r}")  # type: ignore[union-attr]
+            for name in ("watermark", "lookback", "lookahead"):
+                if getattr(up, name):
+                    parse_duration(getattr(up, name), f"table {self.name!r} upstream {up.table!r} {name}")
+        if self.state is not None:
+            self._check_state()
         parse_duration(self.freshness, f"table {self.name!r} freshness")
         if self.write == "upsert":
             if not self.keys:
@@ -271,6 +326,31 @@ class Table:
                 raise self._fail(
                     f"event_time {self.event_time!r} is not a column of the source schema "
                     f"({', '.join(names)})"
+                )
+
+    def _check_state(self) -> None:
+        if not self.upstreams:
+            raise self._fail("state= needs upstreams: per-key state is kept over upstream rows")
+        if not self.event_time:
+            raise self._fail(
+                "state= needs event_time=: the output's event-time column, which backfills slice "
+                "on (e.g. the time of each status change)"
+            )
+        if self.write not in ("append", "upsert"):
+            raise self._fail(
+                f"state= works with write='append' or 'upsert', not {self.write!r}: the transform's "
+                "own state already decides what to emit"
+            )
+        if self.write == "append" and self.keys:
+            raise self._fail(
+                "state= with write='append' cannot declare keys: the platform would deduplicate "
+                "after the transform's own state; deduplicate in the transform or use write='upsert'"
+            )
+        for up in self.upstreams:
+            if not self.watermark_for(up):  # type: ignore[arg-type]
+                raise self._fail(
+                    f"state= needs a watermark on upstream {up.table!r}: event-time timers fire "  # type: ignore[union-attr]
+                    "as the watermark passes them; set watermark= on the table or the Upstream"
                 )
 
 
@@ -385,6 +465,11 @@ class Pipeline:
         for table in self.tables:
             for up in table.upstreams:
                 upstream = by_name[up.table]  # type: ignore[union-attr]
+                if (up.lookback or up.lookahead) and not upstream.event_time:  # type: ignore[union-attr]
+                    raise SpecError(
+                        f"table {table.name!r} reads upstream {upstream.name!r} with a lookback or "
+                        "lookahead, which is measured on event time; declare event_time= on it"
+                    )
                 if table.watermark_for(up) and not upstream.event_time:  # type: ignore[arg-type]
                     raise SpecError(
                         f"table {table.name!r} sets a watermark on upstream {upstream.name!r}, "

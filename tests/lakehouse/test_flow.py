@@ -59,3 +59,58 @@ def test_batch_dedupe_is_deterministic(spark) -> None:
     for ordering in (rows, list(reversed(rows))):
         df = spark.createDataFrame(ordering, "id STRING, v INT").repartition(3)
         assert sorted(dedupe(df, ("id",), streaming=False).collect()) == [("a", 1), ("b", 5)]
+
+
+def test_time_range_joins_read_their_upstreams_around_the_slice(ads: Pipeline) -> None:
+    hour = Slice(at(10), at(11))
+    outer = ads.table("gold.impression_clicks")  # clicks up to 1 hour after the impression
+    impressions, clicks = outer.upstreams
+    assert input_slice(outer, hour, impressions) == hour  # type: ignore[arg-type]
+    assert input_slice(outer, hour, clicks) == Slice(at(10), at(12))  # type: ignore[arg-type]
+    # a change to clicks in [10:00, 11:00) reaches impressions from 09:00 on
+    assert affected_slice(outer, hour, clicks) == Slice(at(9), at(11))  # type: ignore[arg-type]
+    inner = ads.table("gold.attributed_clicks")  # sliced on click time: impressions 1 hour before
+    impressions, clicks = inner.upstreams
+    assert input_slice(inner, hour, impressions) == Slice(at(9), at(11))  # type: ignore[arg-type]
+    assert affected_slice(inner, hour, impressions) == Slice(at(10), at(12))  # type: ignore[arg-type]
+    assert input_slice(inner, Slice(), impressions) == Slice()  # type: ignore[arg-type]
+
+
+def test_stateful_flows_replay_their_history_and_read_past_the_slice(ads: Pipeline) -> None:
+    from dataclasses import replace
+
+    from lakehouse.spec import State
+
+    activity = ads.table("gold.user_activity")  # timeout 30 minutes, unbounded history
+    impressions, clicks = activity.upstreams
+    hour = Slice(at(10), at(11))
+    # from the beginning, to end + timeout + the upstream's watermark delay
+    assert input_slice(activity, hour, impressions) == Slice(None, at(13, 30))  # type: ignore[arg-type]
+    assert input_slice(activity, hour, clicks) == Slice(None, at(14, 30))  # type: ignore[arg-type]
+    assert affected_slice(activity, hour, clicks) == Slice(at(10), None)  # type: ignore[arg-type]
+    bounded = replace(activity, state=State("30 minutes", history="2 hours"))
+    assert input_slice(bounded, hour, impressions) == Slice(at(8), at(13, 30))  # type: ignore[arg-type]
+    assert affected_slice(bounded, hour, impressions) == Slice(at(10), at(13, 30))  # type: ignore[arg-type]
+
+
+def test_backfill_plan_cascades_through_joins_and_state(ads: Pipeline) -> None:
+    hour = Slice(at(10), at(11))
+    cascade = dict(
+        (t.name, s) for t, s in plan(ads, ["silver.clicks"], hour, downstream=True)
+    )  # fmt: skip
+    assert cascade == {
+        "silver.clicks": hour,
+        "gold.attributed_clicks": hour,
+        "gold.impression_clicks": Slice(at(9), at(11)),
+        "gold.user_activity": Slice(at(10), None),
+        "gold.campaign_ctr": hour,
+        "gold.user_status": Slice(at(10), None),
+    }
+
+
+def test_a_stateful_flow_refuses_to_run_as_a_batch_query(ads: Pipeline, lake) -> None:
+    from lakehouse.flow import build
+    from lakehouse.spec import SpecError
+
+    with pytest.raises(SpecError, match=r"'gold.user_activity' keeps per-key state.*replays it"):
+        build(None, lake, ads, ads.table("gold.user_activity"), streaming=False)  # type: ignore[arg-type]

@@ -138,3 +138,54 @@ def test_durations_and_ddl() -> None:
     ]
     with pytest.raises(SpecError, match="slide"):
         Window("5 minutes", "10 minutes")
+
+
+# --------------------------------------------------------------------------- joins and state
+
+
+def test_upstream_lookback_and_lookahead_are_durations_on_event_time() -> None:
+    from lakehouse.spec import Upstream
+
+    up = Upstream("silver.clean", watermark="3 hours", lookahead="1 hour")
+    assert up.lookahead_delta == timedelta(hours=1) and up.lookback_delta == timedelta(0)
+    with pytest.raises(SpecError, match=r"upstream 'bronze.raw' lookahead: 'an hour' is not a duration"):
+        Table("silver.x", upstreams=[Upstream("bronze.raw", lookahead="an hour")], transform="t:f")
+    plain = Table("silver.plain", upstreams=["bronze.raw"], transform="t:f")
+    joined = Table("gold.j", upstreams=[Upstream("silver.plain", lookback="1 hour")], transform="t:g")
+    with pytest.raises(SpecError, match=r"reads upstream 'silver.plain' with a lookback.*declare event_time"):
+        Pipeline("p", tables=[bronze(), plain, joined])
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({}, r"state= needs event_time="),
+        (
+            {"event_time": "ts", "write": "aggregate", "keys": ["ts"], "window": Window("1 hour")},
+            r"not 'aggregate'",
+        ),
+        ({"event_time": "ts", "keys": ["id"]}, r"cannot declare keys"),
+        ({"event_time": "ts"}, r"needs a watermark on upstream 'bronze.raw'"),
+    ],
+)
+def test_state_needs_event_time_watermarks_and_a_fitting_write_mode(
+    kwargs: dict[str, object], message: str
+) -> None:
+    from lakehouse.spec import State
+
+    with pytest.raises(SpecError, match=message):
+        Table("gold.s", upstreams=["bronze.raw"], transform="t:f", state=State("30 minutes"), **kwargs)  # type: ignore[arg-type]
+
+
+def test_state_durations_are_checked_on_declaration() -> None:
+    from lakehouse.spec import State
+
+    assert State("30 minutes").history_delta is None
+    assert State("30 minutes", history="1 day").history_delta == timedelta(days=1)
+    with pytest.raises(SpecError, match=r"'half an hour' is not a duration"):
+        State("half an hour")
+    table = Table(
+        "gold.s", upstreams=["bronze.raw"], transform="t:f", event_time="ts", watermark="1 hour",
+        state=State("30 minutes"),
+    )  # fmt: skip
+    assert table.output_mode == "append" and not table.dedupes

@@ -1,0 +1,132 @@
+"""Ad impressions and clicks: click attribution, click-through rates and user sessions.
+
+The running example of the stateful Structured Streaming talk: impressions may arrive up to
+2 hours late, clicks up to 3 hours late, and a click counts for an impression only within
+1 hour after it.
+
+```
+landing/ads/impressions/*.json -> bronze.impressions -> silver.impressions --+--> gold.impression_clicks
+landing/ads/clicks/*.json      -> bronze.clicks      -> silver.clicks -------+--> gold.attributed_clicks --> gold.campaign_ctr
+                                                                              |        (+ silver.impressions)
+                                                                              +--> gold.user_activity --> gold.user_status
+```
+
+- bronze: every line as received; malformed ones kept with the reason.
+- silver: typed and deduplicated on the event ids within each stream's lateness bound (later
+  rows are dropped and counted).
+- gold ``attributed_clicks``: clicks joined with the impression they follow by at most 1 hour
+  (stream-stream inner join); sliced on the click time.
+- gold ``impression_clicks``: every impression with its clicks, or once no click can match any
+  more (the watermark passed impression + 1 hour) with null click columns (left outer join).
+- gold ``campaign_ctr``: impressions, attributed clicks and click-through rate per campaign per
+  hour, updated in place while late rows arrive.
+- gold ``user_activity``: every status change of a user (active / idle after 5 minutes without
+  action / offline after 30, which closes the session), from per-user state with event-time
+  timers (``transformWithStateInPandas``, RocksDB).
+- gold ``user_status``: the latest status of each user.
+
+Declarations only: no pyspark here (Airflow imports this module when parsing DAGs).
+"""
+
+from lakehouse.spec import JsonFiles, Pipeline, State, Table, Upstream, Window
+
+IMPRESSIONS_LATE = "2 hours"  # how late an impression may arrive
+CLICKS_LATE = "3 hours"  # how late a click may arrive
+ATTRIBUTION = "1 hour"  # a click counts for an impression at most this long after it
+IDLE_AFTER = "5 minutes"  # without action, a user is idle ...
+OFFLINE_AFTER = "30 minutes"  # ... then offline, which closes the session
+CTR_WINDOW = Window(size="1 hour")
+
+impressions = Upstream("silver.impressions", watermark=IMPRESSIONS_LATE)
+clicks = Upstream("silver.clicks", watermark=CLICKS_LATE)
+
+pipeline = Pipeline(
+    name="ads",
+    description="Ad impressions and clicks: attribution, click-through rates, user sessions.",
+    generator="generator:generate",
+    tables=[
+        Table(
+            "bronze.impressions",
+            description="Ad impressions as received; malformed lines kept with _parse_error.",
+            source=JsonFiles(
+                schema="impression_id STRING NOT NULL, ad_id STRING NOT NULL, "
+                "campaign_id STRING NOT NULL, user_id STRING NOT NULL, "
+                "impression_time TIMESTAMP NOT NULL",
+            ),
+            event_time="impression_time",
+        ),
+        Table(
+            "bronze.clicks",
+            description="Ad clicks as received; malformed lines kept with _parse_error.",
+            source=JsonFiles(
+                schema="click_id STRING NOT NULL, ad_id STRING NOT NULL, user_id STRING NOT NULL, "
+                "click_time TIMESTAMP NOT NULL",
+            ),
+            event_time="click_time",
+        ),
+        Table(
+            "silver.impressions",
+            description="Typed impressions, deduplicated on impression_id.",
+            upstreams=["bronze.impressions"],
+            transform="transforms:clean_impressions",
+            event_time="impression_time",
+            watermark=IMPRESSIONS_LATE,
+            keys=["impression_id"],
+        ),
+        Table(
+            "silver.clicks",
+            description="Typed clicks, deduplicated on click_id.",
+            upstreams=["bronze.clicks"],
+            transform="transforms:clean_clicks",
+            event_time="click_time",
+            watermark=CLICKS_LATE,
+            keys=["click_id"],
+        ),
+        Table(
+            "gold.attributed_clicks",
+            description="Clicks with the impression of the same ad they followed by at most 1 hour.",
+            upstreams=[
+                Upstream(impressions.table, IMPRESSIONS_LATE, lookback=ATTRIBUTION),
+                clicks,
+            ],
+            transform="transforms:attributed_clicks",
+            event_time="click_time",
+        ),
+        Table(
+            "gold.impression_clicks",
+            description="Every impression with its clicks; with null click columns once no click "
+            "can match it any more.",
+            upstreams=[impressions, Upstream(clicks.table, CLICKS_LATE, lookahead=ATTRIBUTION)],
+            transform="transforms:impression_clicks",
+            event_time="impression_time",
+        ),
+        Table(
+            "gold.campaign_ctr",
+            description="Impressions, attributed clicks and click-through rate per campaign per hour.",
+            upstreams=[impressions, Upstream("gold.attributed_clicks", CLICKS_LATE)],
+            transform="transforms:campaign_ctr",
+            event_time="window_start",
+            keys=["window_start", "campaign_id"],
+            write="aggregate",
+            window=CTR_WINDOW,
+        ),
+        Table(
+            "gold.user_activity",
+            description="Status changes of each user (active, idle, offline) with their session.",
+            upstreams=[impressions, clicks],
+            transform="transforms:user_activity",
+            event_time="status_time",
+            state=State(timeout=OFFLINE_AFTER),
+        ),
+        Table(
+            "gold.user_status",
+            description="The latest status of each user.",
+            upstreams=["gold.user_activity"],
+            transform="transforms:user_status",
+            event_time="status_time",
+            keys=["user_id"],
+            sequence_by=["status_time"],
+            write="upsert",
+        ),
+    ],
+)
