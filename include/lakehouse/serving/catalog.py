@@ -195,7 +195,6 @@ def sync(spark: SparkSession, lake: Lake, pipelines: Mapping[str, Pipeline]) -> 
 
     target = wanted(spark, lake, pipelines)
     report = SyncReport(pending=list(target.pending))
-    root = _normalize(lake.tables_root) + "/"
     current: dict[str, str | None] = {}
     for database in target.databases:
         if not spark.catalog.databaseExists(database):
@@ -206,7 +205,7 @@ def sync(spark: SparkSession, lake: Lake, pipelines: Mapping[str, Pipeline]) -> 
         current.update(registered(spark, database))
     for name, location in sorted(current.items()):
         stale = name not in target.tables or _normalize(target.tables[name]) != location
-        if stale and location is not None and location.startswith(root):
+        if stale and _made_by_platform(name, location):
             # External tables: dropping the name never deletes the data.
             spark.sql(f"DROP TABLE IF EXISTS {_ident(name)}")
             (report.moved if name in target.tables else report.removed).append(name)
@@ -227,6 +226,12 @@ def sync(spark: SparkSession, lake: Lake, pipelines: Mapping[str, Pipeline]) -> 
         report.tables.append(name)
         log.info("catalog: registered %s -> %s", name, location)
     return report
+
+
+def _made_by_platform(name: str, location: str | None) -> bool:
+    """Registered by a sync (of this lake or a previous root): the location follows the lake
+    layout for that name. Views and tables placed elsewhere by people are left alone."""
+    return location is not None and location.endswith("/tables/" + name.replace(".", "/"))
 
 
 def _ident(name: str) -> str:

@@ -53,6 +53,7 @@ class Expected:
     """What the gold tables must hold, computed in plain Python from the landing files."""
 
     events: list[dict] = field(default_factory=list)
+    rejected: int = 0  # lines bronze must flag with a parse error
     type_stats: dict[tuple[datetime, str], tuple[int, float, float, float]] = field(default_factory=dict)
     status: dict[str, tuple[str | None, float, bool, datetime, str]] = field(default_factory=dict)
 
@@ -90,7 +91,10 @@ def expected_from_landing(lake: Lake) -> Expected:
     expected = Expected()
     for path in sorted(Path(lake.landing("iot", "device_events")).glob("[!.]*.json")):
         for line in path.read_text().splitlines():
+            if not line.strip():
+                continue
             record = _valid(line)
+            expected.rejected += record is None
             if record is None or record["event_id"] in seen:
                 continue
             seen.add(record["event_id"])
@@ -133,6 +137,16 @@ class Demo:
     before: dict[str, int]  # gold table -> its version before the backfill
     before_rows: dict[str, list[dict]]  # gold table -> its rows at that version
     expected: Expected
+
+    def commit_time(self, name: str, version: int) -> datetime:
+        """When a version was committed, as timestamp time travel sees it (its log file's time)."""
+        log = Path(self.lake.table(name)) / "_delta_log" / f"{version:020d}.json"
+        return datetime.fromtimestamp(log.stat().st_mtime, UTC)
+
+    def between(self, name: str, version: int) -> datetime:
+        """A moment after ``version`` was committed and before the next one."""
+        first, second = self.commit_time(name, version), self.commit_time(name, version + 1)
+        return first + (second - first) / 2
 
 
 @pytest.fixture(scope="session")
