@@ -43,7 +43,7 @@ demo: bootstrap ## A finite end-to-end run: generate, run every flow once, show 
 	$(BIN)/lakehouse show gold.device_type_stats --limit 8
 	$(BIN)/lakehouse show gold.device_status --limit 8
 
-up: bootstrap ## Run the platform: Airflow (UI + API) with the DAGs, and a generator feeding the lake
+up: bootstrap ## Run the platform: Airflow (UI + API) with the DAGs, a generator feeding the lake, the SQL server
 	$(BIN)/python -m lakehouse.embedded up
 
 down: ## Stop exactly what `make up` started (running flows stop gracefully first)
