@@ -86,6 +86,11 @@ class Settings(BaseSettings):
         gt=0,
         description="How often `lakehouse serve` re-registers the tables from the pipeline specs.",
     )
+    serve_password_file: Path | None = Field(
+        default=None,
+        description="Users and password hashes of the SQL server (`lakehouse users add NAME`). "
+        "Set: `lakehouse serve` requires a user name and password (HiveServer2 CUSTOM auth).",
+    )
     metastore_uri: str | None = Field(
         default=None,
         description="Shared Hive metastore of the serving catalog: thrift://host:9083 (a metastore "
@@ -140,6 +145,8 @@ class Settings(BaseSettings):
             env["LAKEHOUSE_SERVE_CONF"] = json.dumps(self.serve_conf)
         if self.metastore_uri:
             env["LAKEHOUSE_METASTORE_URI"] = self.metastore_uri
+        if self.serve_password_file:
+            env["LAKEHOUSE_SERVE_PASSWORD_FILE"] = str(self.serve_password_file)
         if self.control_dir:
             env["LAKEHOUSE_CONTROL_DIR"] = self.control_dir
         if self.spark_master:

@@ -23,6 +23,7 @@ from rich.table import Table as RichTable
 from lakehouse.config import settings
 from lakehouse.serving.engine import QueryError, split_statements
 from lakehouse.serving.output import OutputFormat, render
+from lakehouse.serving.passwords import PasswordFile
 from lakehouse.spec import SpecError
 
 if TYPE_CHECKING:
@@ -287,9 +288,60 @@ def describe(
         console.print(schema, markup=False)
 
 
+# --------------------------------------------------------------------------- users
+
+users = typer.Typer(
+    help="Users of the SQL server, when password authentication is on (LAKEHOUSE_SERVE_PASSWORD_FILE).",
+    no_args_is_help=True,
+)
+
+
+def _password_file() -> PasswordFile:
+    from lakehouse.serving.passwords import PasswordError
+
+    path = settings().serve_password_file
+    if path is None:
+        raise PasswordError(
+            "set LAKEHOUSE_SERVE_PASSWORD_FILE (e.g. .platform/sql-users) to turn password authentication on"
+        )
+    return PasswordFile(path)
+
+
+def users_add(
+    name: Annotated[str, typer.Argument(help="User name.")],
+    password_stdin: Annotated[
+        bool, typer.Option(help="Read the password from stdin instead of a prompt.")
+    ] = False,
+) -> None:
+    """Add a user, or change their password (the server reads the file at every login)."""
+    file = _password_file()
+    if password_stdin:
+        password = sys.stdin.readline().rstrip("\n")
+    else:
+        password = typer.prompt("password", hide_input=True, confirmation_prompt=True)
+    file.set(name, password)
+    console.print(f"user {name} saved in {file.path}")
+
+
+def users_remove(name: Annotated[str, typer.Argument(help="User name.")]) -> None:
+    """Remove a user."""
+    file = _password_file()
+    file.remove(name)
+    console.print(f"user {name} removed from {file.path}")
+
+
+def users_list() -> None:
+    """List the users."""
+    for name in sorted(_password_file().entries()):
+        typer.echo(name)
+
+
 def register(app: typer.Typer) -> None:
     """Add the analysts' commands to the ``lakehouse`` CLI."""
     for command in (sql, serve, history, describe):
         app.command()(_friendly(command))
+    for name, command in (("add", users_add), ("remove", users_remove), ("list", users_list)):
+        users.command(name)(_friendly(command))
+    app.add_typer(users, name="users")
     for noisy in ("py4j", "pyhive"):
         logging.getLogger(noisy).setLevel(logging.WARNING)

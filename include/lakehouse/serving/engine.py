@@ -167,6 +167,11 @@ class RemoteEngine:
                 auth="CUSTOM" if password is not None else None,
             )
         except TTransportException as exc:
+            if "Error validating the login" in str(exc):
+                raise QueryError(
+                    f"the SQL server at {host}:{port} rejected the login of {user or 'you'}: give "
+                    "--user and --password (or LAKEHOUSE_SQL_PASSWORD)"
+                ) from None
             raise QueryError(
                 f"cannot reach the SQL server at {host}:{port} ({exc}); start it with `lakehouse serve`"
             ) from None

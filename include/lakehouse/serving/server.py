@@ -16,6 +16,7 @@ import time
 from typing import TYPE_CHECKING
 
 from lakehouse.serving.engine import serving_session, sync_catalog
+from lakehouse.serving.passwords import server_conf
 
 if TYPE_CHECKING:
     import threading
@@ -60,22 +61,33 @@ def serve(settings: Settings, host: str, port: int, refresh_seconds: float, stop
     """Run the Thrift server until ``stop`` is set; the catalog follows the specs meanwhile."""
     if not port_is_free(host, port):
         raise ServeError(f"{host}:{port} is already in use; stop what runs there or choose --port")
+    server_conf(settings)  # a misconfigured authentication fails before Spark starts
     spark = serving_session(settings, app_name="lakehouse-serve")
     try:
         report = sync_catalog(spark, settings)
         log.info("catalog: %s", report.summary())
+        jvm = spark.sparkContext._jvm
         for key, value in {
             "hive.server2.thrift.bind.host": host,
             "hive.server2.thrift.port": str(port),
+            **server_conf(settings),  # password authentication, when a password file is set
             **settings.serve_conf,
         }.items():
-            spark.conf.set(key, value)
-        jvm = spark.sparkContext._jvm
+            spark.conf.set(key, value)  # the server's HiveConf is built from the session's conf
+            # ... but its authentication providers read a fresh HiveConf (hive-site.xml + system
+            # properties): LDAP/CUSTOM settings must be system properties too.
+            jvm.java.lang.System.setProperty(key, value)
         server = getattr(jvm, THRIFT_SERVER).startWithSparkSession(spark._jsparkSession, False)
         try:
             if not wait_listening(host, port, timeout=120):
                 raise ServeError(f"the Thrift server did not listen on {host}:{port} within 120 s")
-            log.info("serving %s (catalog refresh every %.0f s)", jdbc_url(host, port), refresh_seconds)
+            auth = spark.conf.get("hive.server2.authentication", "NONE")
+            log.info(
+                "serving %s (authentication %s, catalog refresh every %.0f s)",
+                jdbc_url(host, port),
+                auth,
+                refresh_seconds,
+            )
             print(f"lakehouse serve: ready on {jdbc_url(host, port)}", flush=True)
             while not stop.wait(refresh_seconds):
                 try:
