@@ -10,7 +10,9 @@ from __future__ import annotations
 import logging
 import os
 import re
+import tempfile
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from lakehouse.lake import Lake
@@ -24,6 +26,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("lakehouse.sql")
 
+LOG4J2 = Path(__file__).with_name("log4j2.properties")
 _NUMERIC_HIVE_TYPES = {"TINYINT", "SMALLINT", "INT", "BIGINT", "FLOAT", "DOUBLE", "DECIMAL"}
 
 
@@ -80,12 +83,15 @@ def serving_settings(settings: Settings) -> Settings:
     """The settings of a serving Spark session: the serving catalog, and Derby kept out of the way.
 
     The platform sets ``derby.system.home`` for drivers; the Thrift server's private in-memory
-    Derby (Spark's "execution" Hive client) cannot start with it, so serving processes send
-    Derby's log to stderr instead. Users' ``LAKEHOUSE_SPARK_CONF`` still wins.
+    Derby (Spark's "execution" Hive client) cannot start with it, so serving processes only move
+    Derby's log out of the working directory. JVM logging is quieter (``log4j2.properties``).
+    Users' ``LAKEHOUSE_SPARK_CONF`` still wins.
     """
+    derby_log = Path(tempfile.gettempdir()) / "lakehouse-derby.log"
     conf = {
         **catalog_conf(settings),
-        "spark.driver.extraJavaOptions": "-Dderby.stream.error.field=java.lang.System.err",
+        "spark.driver.extraJavaOptions": f"-Dderby.stream.error.file={derby_log} "
+        f"-Dlog4j2.configurationFile={LOG4J2.as_uri()}",
     }
     if not launched_by_spark_submit():
         # Closing a JDBC session closes Hive's session class loaders, and with them the loader of
