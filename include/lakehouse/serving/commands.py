@@ -345,3 +345,4 @@ def register(app: typer.Typer) -> None:
     app.add_typer(users, name="users")
     for noisy in ("py4j", "pyhive"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
+    logging.getLogger("thrift").setLevel(logging.CRITICAL)  # connection failures: we report them

@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import os
 import re
+import shlex
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,6 +21,8 @@ from lakehouse.serving.catalog import SyncReport, catalog_conf, load_pipelines, 
 from lakehouse.session import jars, launched_by_spark_submit
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from pyspark.sql import SparkSession
 
     from lakehouse.config import Settings
@@ -79,19 +82,23 @@ def engine_message(text: str) -> str:
 # --------------------------------------------------------------------------- embedded Spark
 
 
-def serving_settings(settings: Settings) -> Settings:
+def serving_settings(settings: Settings, system_properties: Mapping[str, str] | None = None) -> Settings:
     """The settings of a serving Spark session: the serving catalog, and Derby kept out of the way.
 
     The platform sets ``derby.system.home`` for drivers; the Thrift server's private in-memory
     Derby (Spark's "execution" Hive client) cannot start with it, so serving processes only move
     Derby's log out of the working directory. JVM logging is quieter (``log4j2.properties``).
-    Users' ``LAKEHOUSE_SPARK_CONF`` still wins.
+    ``system_properties`` become ``-D`` options of the driver JVM. Users' ``LAKEHOUSE_SPARK_CONF``
+    still wins.
     """
-    derby_log = Path(tempfile.gettempdir()) / "lakehouse-derby.log"
+    properties = {
+        "derby.stream.error.file": str(Path(tempfile.gettempdir()) / "lakehouse-derby.log"),
+        "log4j2.configurationFile": LOG4J2.as_uri(),
+        **(system_properties or {}),
+    }
     conf = {
         **catalog_conf(settings),
-        "spark.driver.extraJavaOptions": f"-Dderby.stream.error.file={derby_log} "
-        f"-Dlog4j2.configurationFile={LOG4J2.as_uri()}",
+        "spark.driver.extraJavaOptions": " ".join(f"-D{k}={shlex.quote(v)}" for k, v in properties.items()),
     }
     if not launched_by_spark_submit():
         # Closing a JDBC session closes Hive's session class loaders, and with them the loader of
@@ -102,10 +109,12 @@ def serving_settings(settings: Settings) -> Settings:
     return settings.model_copy(update={"spark_conf": conf})
 
 
-def serving_session(settings: Settings, app_name: str) -> SparkSession:
+def serving_session(
+    settings: Settings, app_name: str, system_properties: Mapping[str, str] | None = None
+) -> SparkSession:
     from lakehouse.session import spark_session
 
-    return spark_session(serving_settings(settings), app_name=app_name)
+    return spark_session(serving_settings(settings, system_properties), app_name=app_name)
 
 
 def sync_catalog(spark: SparkSession, settings: Settings, *, fresh: bool = False) -> SyncReport:

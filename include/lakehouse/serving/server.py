@@ -46,14 +46,14 @@ def port_is_free(host: str, port: int) -> bool:
     return True
 
 
-def wait_listening(host: str, port: int, timeout: float) -> bool:
+def wait_listening(host: str, port: int, timeout: float, stop: threading.Event) -> bool:
     deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    while time.monotonic() < deadline and not stop.is_set():
         try:
             with socket.create_connection((host, port), timeout=2):
                 return True
         except OSError:
-            time.sleep(0.2)
+            stop.wait(0.2)
     return False
 
 
@@ -62,26 +62,32 @@ def serve(settings: Settings, host: str, port: int, refresh_seconds: float, stop
     if not port_is_free(host, port):
         raise ServeError(f"{host}:{port} is already in use; stop what runs there or choose --port")
     server_conf(settings)  # a misconfigured authentication fails before Spark starts
-    spark = serving_session(settings, app_name="lakehouse-serve")
+    hive_conf = {
+        "hive.server2.thrift.bind.host": host,
+        "hive.server2.thrift.port": str(port),
+        **server_conf(settings),  # password authentication, when a password file is set
+        **settings.serve_conf,
+    }
+    # Every HiveConf in the JVM must see these: the server's (which, with a Hive metastore,
+    # reuses the metastore client's) and the fresh ones its LDAP/CUSTOM authenticators read. Hive
+    # applies JVM system properties to each HiveConf it creates, so they are set at JVM launch.
+    spark = serving_session(settings, app_name="lakehouse-serve", system_properties=hive_conf)
     try:
         report = sync_catalog(spark, settings)
         log.info("catalog: %s", report.summary())
+        if stop.is_set():  # stopped while starting
+            return
         jvm = spark.sparkContext._jvm
-        for key, value in {
-            "hive.server2.thrift.bind.host": host,
-            "hive.server2.thrift.port": str(port),
-            **server_conf(settings),  # password authentication, when a password file is set
-            **settings.serve_conf,
-        }.items():
-            spark.conf.set(key, value)  # the server's HiveConf is built from the session's conf
-            # ... but its authentication providers read a fresh HiveConf (hive-site.xml + system
-            # properties): LDAP/CUSTOM settings must be system properties too.
-            jvm.java.lang.System.setProperty(key, value)
+        for key, value in hive_conf.items():
+            spark.conf.set(key, value)
+            jvm.java.lang.System.setProperty(key, value)  # a driver started by spark-submit
         server = getattr(jvm, THRIFT_SERVER).startWithSparkSession(spark._jsparkSession, False)
         try:
-            if not wait_listening(host, port, timeout=120):
+            if not wait_listening(host, port, 120, stop):
+                if stop.is_set():
+                    return
                 raise ServeError(f"the Thrift server did not listen on {host}:{port} within 120 s")
-            auth = spark.conf.get("hive.server2.authentication", "NONE")
+            auth = hive_conf.get("hive.server2.authentication", "NONE")
             log.info(
                 "serving %s (authentication %s, catalog refresh every %.0f s)",
                 jdbc_url(host, port),

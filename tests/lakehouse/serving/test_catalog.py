@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pyarrow as pa
@@ -107,28 +104,3 @@ def test_user_spark_conf_overrides_the_serving_defaults() -> None:
     assert "delta-spark" in conf["spark.driver.extraClassPath"]
     override = serving_settings(Settings(spark_conf={"spark.sql.catalogImplementation": "hive"}))
     assert override.spark_conf["spark.sql.catalogImplementation"] == "hive"
-
-
-@pytest.mark.slow
-def test_a_shared_hive_metastore_is_a_configuration_switch(demo, tmp_path: Path) -> None:
-    """With LAKEHOUSE_METASTORE_URI the same sync writes to a Hive metastore (here Derby on
-    disk, as a stand-in for Postgres: one process at a time) and the names live on in it."""
-    metastore = tmp_path / "metastore_db"
-    env = {
-        **os.environ,
-        "LAKEHOUSE_ROOT": demo.lake.root,
-        "LAKEHOUSE_SPARK_MASTER": "local[1]",
-        "LAKEHOUSE_SPARK_UI": "false",
-        "LAKEHOUSE_METASTORE_URI": f"jdbc:derby:;databaseName={metastore};create=true",
-        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
-    }
-    result = subprocess.run(
-        ["lakehouse", "sql", "--format", "csv",
-         "SET spark.sql.catalogImplementation; SHOW TABLES IN gold; SELECT count(*) AS devices FROM gold.device_status"],
-        env=env, cwd=tmp_path, capture_output=True, text=True, timeout=600,
-    )  # fmt: skip
-    assert result.returncode == 0, result.stderr[-3000:]
-    assert "spark.sql.catalogImplementation,hive" in result.stdout
-    assert "gold,device_status,false\ngold,device_type_stats,false" in result.stdout
-    assert f"devices\n{len(demo.expected.status)}" in result.stdout
-    assert (metastore / "seg0").is_dir()  # the metastore database, on disk
