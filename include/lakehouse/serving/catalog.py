@@ -23,6 +23,7 @@ import importlib
 import logging
 import re
 import sys
+import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -158,16 +159,24 @@ def registered(spark: SparkSession, database: str) -> dict[str, str | None]:
 
 @dataclass
 class SyncReport:
+    target: Wanted
     added: list[str] = field(default_factory=list)
     moved: list[str] = field(default_factory=list)
     removed: list[str] = field(default_factory=list)
     pending: list[str] = field(default_factory=list)
     failed: dict[str, str] = field(default_factory=dict)
     tables: list[str] = field(default_factory=list)
+    checked_at: float = field(default_factory=time.monotonic)  # when the catalog was last compared
 
     @property
     def changed(self) -> bool:
         return bool(self.added or self.moved or self.removed or self.failed)
+
+    def unchanged(self) -> SyncReport:
+        """The same catalog, nothing done this time."""
+        return SyncReport(
+            self.target, pending=list(self.pending), tables=list(self.tables), checked_at=self.checked_at
+        )
 
     def summary(self) -> str:
         parts = [f"{len(self.tables)} table(s)"]
@@ -189,12 +198,14 @@ def _engine_message(exc: Exception) -> str:
     return str(exc).split("\n", 1)[0]
 
 
-def sync(spark: SparkSession, lake: Lake, pipelines: Mapping[str, Pipeline]) -> SyncReport:
+def sync(
+    spark: SparkSession, lake: Lake, pipelines: Mapping[str, Pipeline], target: Wanted | None = None
+) -> SyncReport:
     """Make the catalog match the specs and the lake; safe to run any time, from any process."""
     from pyspark.errors import PySparkException
 
-    target = wanted(spark, lake, pipelines)
-    report = SyncReport(pending=list(target.pending))
+    target = target or wanted(spark, lake, pipelines)
+    report = SyncReport(target, pending=list(target.pending))
     current: dict[str, str | None] = {}
     for database in target.databases:
         if not spark.catalog.databaseExists(database):

@@ -12,12 +12,13 @@ import os
 import re
 import shlex
 import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from lakehouse.lake import Lake
-from lakehouse.serving.catalog import SyncReport, catalog_conf, load_pipelines, sync
+from lakehouse.serving.catalog import SyncReport, catalog_conf, load_pipelines, sync, wanted
 from lakehouse.session import jars, launched_by_spark_submit
 
 if TYPE_CHECKING:
@@ -30,6 +31,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("lakehouse.sql")
 
 LOG4J2 = Path(__file__).with_name("log4j2.properties")
+FULL_CHECK_SECONDS = 60.0
 _NUMERIC_HIVE_TYPES = {"TINYINT", "SMALLINT", "INT", "BIGINT", "FLOAT", "DOUBLE", "DECIMAL"}
 
 
@@ -117,10 +119,27 @@ def serving_session(
     return spark_session(serving_settings(settings, system_properties), app_name=app_name)
 
 
-def sync_catalog(spark: SparkSession, settings: Settings, *, fresh: bool = False) -> SyncReport:
-    """Register the declared tables of ``settings``' lake in ``spark``'s catalog."""
+def sync_catalog(
+    spark: SparkSession, settings: Settings, *, fresh: bool = False, previous: SyncReport | None = None
+) -> SyncReport:
+    """Register the declared tables of ``settings``' lake in ``spark``'s catalog.
+
+    With the ``previous`` report of this process and an in-memory catalog (which only this
+    process changes), the catalog is compared at most every minute unless the specs or the
+    tables on disk changed.
+    """
     pipelines = load_pipelines(settings.pipelines_package, fresh=fresh)
-    return sync(spark, Lake.from_settings(settings), pipelines)
+    lake = Lake.from_settings(settings)
+    target = wanted(spark, lake, pipelines)
+    if (
+        previous is not None
+        and settings.metastore_uri is None
+        and not previous.failed
+        and previous.target == target
+        and time.monotonic() - previous.checked_at < FULL_CHECK_SECONDS
+    ):
+        return previous.unchanged()
+    return sync(spark, lake, pipelines, target)
 
 
 class LocalEngine:

@@ -97,7 +97,7 @@ def serve(settings: Settings, host: str, port: int, refresh_seconds: float, stop
             print(f"lakehouse serve: ready on {jdbc_url(host, port)}", flush=True)
             while not stop.wait(refresh_seconds):
                 try:
-                    report = sync_catalog(spark, settings, fresh=True)
+                    report = sync_catalog(spark, settings, fresh=True, previous=report)
                 except Exception as exc:  # a broken spec must not take the server down
                     log.error("catalog refresh failed, keeping the current catalog: %s", exc)
                     continue

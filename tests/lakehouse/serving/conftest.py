@@ -155,12 +155,12 @@ def demo_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="session")
-def demo(spark, iot: Pipeline, demo_root: Path, sql_server: SqlServer) -> Demo:
+def demo(spark, iot: Pipeline, demo_root: Path, sql_server: SqlServer, secured_server: SqlServer) -> Demo:
     """The IoT pipeline streamed once over the last 45 minutes, then late events landed and
     backfilled (silver and downstream), as a data engineer would after an outage.
 
-    The server is started first on purpose: its JVM boots while the pipeline runs, and it must
-    pick up every table by itself as it appears.
+    The servers are started first on purpose: their JVMs boot while the pipeline runs, and they
+    must pick up every table by themselves as it appears.
     """
     lake = Lake(str(demo_root))
     landing = Landing(lake, iot)
@@ -191,29 +191,40 @@ def _version(lake: Lake, name: str) -> int:
     return open_table(name, lake=lake).version()
 
 
-# --------------------------------------------------------------------------- the server
+# --------------------------------------------------------------------------- the servers
 
 
 @dataclass
 class SqlServer:
+    """A ``lakehouse serve`` process of the test session."""
+
     host: str
     port: int
     process: subprocess.Popen
     log: Path
-    pipelines_dir: Path  # on the server's PYTHONPATH: package `servepipes`
+    home: Path  # its working directory; on its PYTHONPATH
     env: dict[str, str]
+    credentials: tuple[str, str] | None = None
 
     @property
     def url(self) -> str:
         return f"jdbc:hive2://{self.host}:{self.port}/default"
 
-    def connect(self):
+    @property
+    def pipelines_dir(self) -> Path:
+        """Its pipelines package (``servepipes``): the IoT pipeline, and what tests add."""
+        return self.home / "servepipes"
+
+    def connect(self, user: str = "analyst", password: str | None = None):
         from pyhive import hive
 
-        return hive.connect(host=self.host, port=self.port, username="analyst")
+        if self.credentials and password is None and user == self.credentials[0]:
+            password = self.credentials[1]
+        auth = "CUSTOM" if password is not None else None
+        return hive.connect(host=self.host, port=self.port, username=user, password=password, auth=auth)
 
-    def query(self, sql: str) -> list[tuple]:
-        connection = self.connect()
+    def query(self, sql: str, **login: str) -> list[tuple]:
+        connection = self.connect(**login)
         try:
             cursor = connection.cursor()
             cursor.execute(sql)
@@ -244,12 +255,19 @@ class SqlServer:
             time.sleep(0.5)
         return found
 
+    def stop(self) -> None:
+        self.process.send_signal(signal.SIGTERM)
+        try:
+            code = self.process.wait(timeout=120)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+            raise AssertionError(f"lakehouse serve ignored SIGTERM:\n{self.log_tail()}") from None
+        assert code == 0, f"lakehouse serve exited with {code}:\n{self.log_tail()}"
 
-@pytest.fixture(scope="session")
-def sql_server(tmp_path_factory: pytest.TempPathFactory, demo_root: Path) -> Iterator[SqlServer]:
-    """``lakehouse serve`` on a free port over the demo lake; its pipelines package re-exports
-    the IoT pipeline, so tests can declare more pipelines next to it while it runs."""
-    home = tmp_path_factory.mktemp("serve")
+
+def start_server(home: Path, lake_root: Path, **settings: str) -> SqlServer:
+    """Start ``lakehouse serve`` on a free port over ``lake_root``, with ``LAKEHOUSE_*`` settings."""
     package = home / "servepipes"
     (package / "iot").mkdir(parents=True)
     (package / "__init__.py").touch()
@@ -260,13 +278,14 @@ def sql_server(tmp_path_factory: pytest.TempPathFactory, demo_root: Path) -> Ite
     port = free_port()
     env = {
         **os.environ,
-        "LAKEHOUSE_ROOT": str(demo_root),
+        "LAKEHOUSE_ROOT": str(lake_root),
         "LAKEHOUSE_PIPELINES_PACKAGE": "servepipes",
         "LAKEHOUSE_SPARK_MASTER": "local[2]",
         "LAKEHOUSE_SHUFFLE_PARTITIONS": "2",
         "LAKEHOUSE_SPARK_UI": "false",
         "LAKEHOUSE_SERVE_PORT": str(port),
         "LAKEHOUSE_CATALOG_REFRESH_SECONDS": "1",
+        **{f"LAKEHOUSE_{k.upper()}": v for k, v in settings.items()},
         "PYTHONPATH": os.pathsep.join(filter(None, [str(home), os.environ.get("PYTHONPATH")])),
         "PATH": f"{VENV_BIN}{os.pathsep}{os.environ['PATH']}",
     }
@@ -275,27 +294,56 @@ def sql_server(tmp_path_factory: pytest.TempPathFactory, demo_root: Path) -> Ite
         process = subprocess.Popen(
             [str(VENV_BIN / "lakehouse"), "serve"], cwd=home, env=env, stdout=out, stderr=subprocess.STDOUT
         )
-    server = SqlServer("127.0.0.1", port, process, log, package, env)
-    yield server
-    process.send_signal(signal.SIGTERM)
-    try:
-        code = process.wait(timeout=120)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait()
-        raise AssertionError(f"lakehouse serve ignored SIGTERM:\n{server.log_tail()}") from None
-    assert code == 0, f"lakehouse serve exited with {code}:\n{server.log_tail()}"
+    return SqlServer("127.0.0.1", port, process, log, home, env)
 
 
 @pytest.fixture(scope="session")
-def served(sql_server: SqlServer, demo: Demo) -> SqlServer:
-    """The server, ready, with every demo table registered (by its own catalog sync)."""
-    sql_server.wait_ready()
+def sql_server(tmp_path_factory: pytest.TempPathFactory, demo_root: Path) -> Iterator[SqlServer]:
+    """The embedded default: in-memory catalog, no authentication."""
+    server = start_server(tmp_path_factory.mktemp("serve"), demo_root)
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def secured_server(tmp_path_factory: pytest.TempPathFactory, demo_root: Path) -> Iterator[SqlServer]:
+    """The production shape: password authentication, and the catalog in a Hive metastore
+    (Derby on disk standing in for Postgres: this server is its only process)."""
+    from lakehouse.serving.passwords import PasswordFile
+
+    home = tmp_path_factory.mktemp("secured")
+    PasswordFile(home / "users").set("analyst", "analyst-password")
+    server = start_server(
+        home,
+        demo_root,
+        spark_master="local[1]",
+        serve_password_file=str(home / "users"),
+        catalog_refresh_seconds="3",
+        metastore_uri=f"jdbc:derby:;databaseName={home / 'metastore_db'};create=true",
+    )
+    server.credentials = ("analyst", "analyst-password")
+    yield server
+    server.stop()
+
+
+def _ready(server: SqlServer) -> SqlServer:
+    """``server`` ready, with every demo table registered (by its own catalog sync)."""
+    server.wait_ready()
     for database, tables in {
         "gold": {"device_type_stats", "device_status"},
         "silver": {"device_events"},
         "bronze": {"device_events"},
     }.items():
-        found = sql_server.wait_for_tables(database, tables)
-        assert found == tables, f"{database}: {found}\n{sql_server.log_tail()}"
-    return sql_server
+        found = server.wait_for_tables(database, tables)
+        assert found == tables, f"{database}: {found}\n{server.log_tail()}"
+    return server
+
+
+@pytest.fixture(scope="session")
+def served(sql_server: SqlServer, demo: Demo) -> SqlServer:
+    return _ready(sql_server)
+
+
+@pytest.fixture(scope="session")
+def secured(secured_server: SqlServer, demo: Demo) -> SqlServer:
+    return _ready(secured_server)

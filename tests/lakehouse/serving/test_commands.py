@@ -103,22 +103,25 @@ def test_sql_time_travel_by_version_and_timestamp(spark, on_demo) -> None:
 
 
 @pytest.mark.slow
-def test_sql_through_the_running_server(served, demo, tmp_path: Path) -> None:
-    def lakehouse_sql(*args: str) -> subprocess.CompletedProcess:
-        return subprocess.run(
-            ["lakehouse", "sql", "--server", *args], env=served.env, cwd=tmp_path,
-            capture_output=True, text=True, timeout=120,
-        )  # fmt: skip
+def test_sql_through_the_running_server(
+    served, on_demo, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("LAKEHOUSE_SERVE_PORT", str(served.port))
+    settings.cache_clear()
+    ok = runner.invoke(app, ["sql", "--server", "--format", "csv", BY_TYPE])
+    assert ok.exit_code == 0, ok.output
+    assert {r[0]: int(r[1]) for r in list(csv.reader(io.StringIO(ok.stdout)))[1:]} == _events_by_type(on_demo)
+    unreachable = runner.invoke(app, ["sql", "--server", "--port", "1", "SELECT 1"])
+    assert unreachable.exit_code == 1 and "cannot reach the SQL server at 127.0.0.1:1" in unreachable.stderr
+    assert "Traceback" not in unreachable.output
 
-    ok = lakehouse_sql("--format", "csv", BY_TYPE)
-    assert ok.returncode == 0, ok.stderr
-    assert {r[0]: int(r[1]) for r in list(csv.reader(io.StringIO(ok.stdout)))[1:]} == _events_by_type(demo)
-    bad = lakehouse_sql("SELECT * FROM gold.nope")
+    bad = subprocess.run(  # a real process: its exit status and stderr, as a shell sees them
+        ["lakehouse", "sql", "--server", "SELECT * FROM gold.nope"],
+        env=served.env, cwd=tmp_path, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
     assert bad.returncode == 1 and bad.stdout == ""
     assert bad.stderr.startswith("error: [TABLE_OR_VIEW_NOT_FOUND] The table or view `gold`.`nope`")
     assert "Traceback" not in bad.stderr and "HiveSQLException" not in bad.stderr
-    unreachable = lakehouse_sql("--port", "1", "SELECT 1")
-    assert unreachable.returncode == 1 and "cannot reach the SQL server at 127.0.0.1:1" in unreachable.stderr
 
 
 @pytest.mark.slow
