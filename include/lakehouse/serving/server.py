@@ -61,8 +61,7 @@ def serve(settings: Settings, host: str, port: int, refresh_seconds: float, stop
     """Run the Thrift server until ``stop`` is set; the catalog follows the specs meanwhile."""
     if not port_is_free(host, port):
         raise ServeError(f"{host}:{port} is already in use; stop what runs there or choose --port")
-    server_conf(settings)  # a misconfigured authentication fails before Spark starts
-    hive_conf = {
+    hive_conf = {  # built before Spark starts: a misconfigured authentication fails fast
         "hive.server2.thrift.bind.host": host,
         "hive.server2.thrift.port": str(port),
         **server_conf(settings),  # password authentication, when a password file is set

@@ -149,3 +149,28 @@ def test_history_and_describe_commands(on_demo) -> None:
     missing = runner.invoke(app, ["describe", "gold.nope"])
     assert missing.exit_code == 2 and "neither declared nor under" in missing.stderr
     assert runner.invoke(app, ["history", "gold.nope"]).exit_code == 2
+
+
+def test_serve_fails_fast_and_clearly_before_starting_spark(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    import signal
+    import socket
+
+    monkeypatch.setattr(signal, "signal", lambda *_: None)  # keep pytest's own handlers
+    monkeypatch.setenv("LAKEHOUSE_ROOT", str(tmp_path / "lake"))
+    settings.cache_clear()
+    try:
+        with socket.socket() as taken:
+            taken.bind(("127.0.0.1", 0))
+            taken.listen()
+            port = str(taken.getsockname()[1])
+            busy = runner.invoke(app, ["serve", "--port", port])
+        assert busy.exit_code == 2 and f"127.0.0.1:{port} is already in use" in busy.stderr
+
+        monkeypatch.setenv("LAKEHOUSE_SERVE_PASSWORD_FILE", str(tmp_path / "users"))
+        settings.cache_clear()
+        no_users = runner.invoke(app, ["serve", "--port", "0"])
+        assert no_users.exit_code == 2 and "add one with `lakehouse users add NAME`" in no_users.stderr
+    finally:
+        settings.cache_clear()
