@@ -7,6 +7,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 INSTALLED := $(VENV)/.installed
 JARS := .jars/.fetched
+AUTH_JAR := .jars/spark/lakehouse-serving-auth.jar
 PYTEST_ARGS ?=
 
 .DEFAULT_GOAL := help
@@ -25,7 +26,10 @@ $(JARS): scripts/jars/pom.xml scripts/fetch_jars.py $(INSTALLED)
 	$(BIN)/python scripts/fetch_jars.py
 	@touch $@
 
-bootstrap: $(INSTALLED) $(JARS) ## Create .venv and fetch the jars (cached; a no-op when done)
+$(AUTH_JAR): include/lakehouse/serving/java/PasswordFileAuthenticator.java $(JARS)
+	$(BIN)/python -m lakehouse.serving.passwords build
+
+bootstrap: $(INSTALLED) $(JARS) $(AUTH_JAR) ## Create .venv and fetch the jars (cached; a no-op when done)
 
 jars: $(JARS) ## Fetch the Delta and Kafka jars from Maven Central into .jars/
 
@@ -43,7 +47,7 @@ demo: bootstrap ## A finite end-to-end run: generate, run every flow once, show 
 	$(BIN)/lakehouse show gold.device_type_stats --limit 8
 	$(BIN)/lakehouse show gold.device_status --limit 8
 
-up: bootstrap ## Run the platform: Airflow (UI + API) with the DAGs, and a generator feeding the lake
+up: bootstrap ## Run the platform: Airflow (UI + API) with the DAGs, a generator feeding the lake, the SQL server
 	$(BIN)/python -m lakehouse.embedded up
 
 down: ## Stop exactly what `make up` started (running flows stop gracefully first)

@@ -478,6 +478,12 @@ def _age(seconds: float) -> str:
     return f"{seconds / 3600:.1f} h ago"
 
 
+# Analysts' commands (sql, serve, history, describe) live with the serving code.
+from lakehouse.serving.commands import register as _register_serving  # noqa: E402
+
+_register_serving(app)
+
+
 def main() -> None:
     """Console-script entry point."""
     started = time.monotonic()

@@ -71,6 +71,33 @@ class Settings(BaseSettings):
         description="A driver's lease on its flows expires this long after its last renewal.",
     )
 
+    # -- serving (lakehouse sql / serve; see lakehouse.serving) ------------------------------
+    serve_host: str = Field(
+        default="127.0.0.1", description="Interface the JDBC/Thrift server (`lakehouse serve`) binds to."
+    )
+    serve_port: int = Field(default=10000, ge=1, le=65535, description="Port of the JDBC/Thrift server.")
+    serve_conf: dict[str, str] = Field(
+        default_factory=dict,
+        description="Extra HiveServer2 settings of the Thrift server as JSON, e.g. authentication: "
+        '{"hive.server2.authentication": "LDAP", "hive.server2.authentication.ldap.url": "ldap://..."}.',
+    )
+    catalog_refresh_seconds: float = Field(
+        default=30.0,
+        gt=0,
+        description="How often `lakehouse serve` re-registers the tables from the pipeline specs.",
+    )
+    serve_password_file: Path | None = Field(
+        default=None,
+        description="Users and password hashes of the SQL server (`lakehouse users add NAME`). "
+        "Set: `lakehouse serve` requires a user name and password (HiveServer2 CUSTOM auth).",
+    )
+    metastore_uri: str | None = Field(
+        default=None,
+        description="Shared Hive metastore of the serving catalog: thrift://host:9083 (a metastore "
+        "service) or a JDBC URL of its database. Unset: every serving process keeps an in-memory "
+        "catalog built from the specs (no Derby, no shared state).",
+    )
+
     @field_validator("root")
     @classmethod
     def _absolute_root(cls, value: str) -> str:
@@ -78,6 +105,16 @@ class Settings(BaseSettings):
         if "://" in value:
             return value.rstrip("/")
         return str(Path(value).expanduser().resolve())
+
+    @field_validator("metastore_uri")
+    @classmethod
+    def _metastore_kind(cls, value: str | None) -> str | None:
+        if value and not value.startswith(("thrift://", "jdbc:")):
+            raise ValueError(
+                f"metastore_uri {value!r} must be thrift://host:port (a Hive metastore service) "
+                "or a jdbc: URL of the metastore database"
+            )
+        return value or None
 
     @property
     def is_local_root(self) -> bool:
@@ -101,6 +138,15 @@ class Settings(BaseSettings):
             "LAKEHOUSE_PLATFORM_DIR": str(self.platform_dir),
             "LAKEHOUSE_AIRFLOW_PORT": str(self.airflow_port),
         }
+        env["LAKEHOUSE_SERVE_HOST"] = self.serve_host
+        env["LAKEHOUSE_SERVE_PORT"] = str(self.serve_port)
+        env["LAKEHOUSE_CATALOG_REFRESH_SECONDS"] = str(self.catalog_refresh_seconds)
+        if self.serve_conf:
+            env["LAKEHOUSE_SERVE_CONF"] = json.dumps(self.serve_conf)
+        if self.metastore_uri:
+            env["LAKEHOUSE_METASTORE_URI"] = self.metastore_uri
+        if self.serve_password_file:
+            env["LAKEHOUSE_SERVE_PASSWORD_FILE"] = str(self.serve_password_file)
         if self.control_dir:
             env["LAKEHOUSE_CONTROL_DIR"] = self.control_dir
         if self.spark_master:

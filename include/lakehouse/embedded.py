@@ -181,6 +181,7 @@ def up(platform: Platform) -> None:
         [str(venv_bin / "lakehouse"), "generate", "iot", "--continuous", "--events", "50", "--every", "5",
          "--set", "unregistered_fraction=0.01"],
     )  # fmt: skip
+    platform.start("sql-server", [str(venv_bin / "lakehouse"), "serve"])  # JDBC: lakehouse.serving
     print("Waiting for Airflow to be healthy and the DAGs to be parsed ...", flush=True)
     platform.wait_healthy()
     print(
@@ -188,6 +189,7 @@ def up(platform: Platform) -> None:
 Lakehouse is up.
   Airflow UI   {platform.url}   login: {ADMIN} / {platform.password()}
   lake         {platform.conf.root}
+  SQL (JDBC)   jdbc:hive2://{platform.conf.serve_host}:{platform.conf.serve_port}/default   `lakehouse sql --server`, beeline
   next         trigger iot_stream_deploy in the UI to start the continuous flows,
                or watch iot_incremental (every 15 minutes); `lakehouse status iot` shows the tables.
   stop         make down
@@ -207,7 +209,7 @@ def down(platform: Platform) -> None:
         if live:
             for flow, message in operations.stop(platform.conf, pipeline, live, timeout=120).items():
                 print(f"  {pipeline.name} {flow}: {message}")
-    for name in ("generator", "airflow"):
+    for name in ("sql-server", "generator", "airflow"):
         platform.stop(name)
     print("Stopped.")
 

@@ -1,0 +1,243 @@
+"""Run SQL against the lake: in an embedded Spark session, or through a running ``lakehouse serve``.
+
+Both engines take one statement at a time and return a :class:`Result` (column names, whether
+each is numeric, rows as Python values), or raise :class:`QueryError` with the engine's own
+message (no JVM stack trace, no query plan).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import shlex
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+from lakehouse.lake import Lake
+from lakehouse.serving.catalog import SyncReport, catalog_conf, load_pipelines, sync, wanted
+from lakehouse.session import jars, launched_by_spark_submit
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    from pyspark.sql import SparkSession
+
+    from lakehouse.config import Settings
+
+log = logging.getLogger("lakehouse.sql")
+
+LOG4J2 = Path(__file__).with_name("log4j2.properties")
+FULL_CHECK_SECONDS = 60.0
+_NUMERIC_HIVE_TYPES = {"TINYINT", "SMALLINT", "INT", "BIGINT", "FLOAT", "DOUBLE", "DECIMAL"}
+
+
+class QueryError(Exception):
+    """The engine rejected a statement; the message is the engine's."""
+
+
+@dataclass(frozen=True)
+class Result:
+    columns: list[str]
+    numeric: list[bool]
+    rows: list[tuple[Any, ...]]
+    truncated: bool = False
+
+    @property
+    def has_rows(self) -> bool:
+        """False for statements that return no result set (``CREATE``, ``SET``, ...)."""
+        return bool(self.columns)
+
+
+class Engine(Protocol):
+    def execute(self, statement: str, max_rows: int | None = None) -> Result: ...
+
+    def close(self) -> None: ...
+
+
+def split_statements(text: str) -> list[str]:
+    """``"SELECT 1; SELECT ';'"`` -> both statements, without comments or trailing semicolons."""
+    import sqlparse
+
+    statements = []
+    for raw in sqlparse.split(text):
+        statement = sqlparse.format(raw, strip_comments=True).strip().rstrip(";").strip()
+        if statement:
+            statements.append(statement)
+    return statements
+
+
+def engine_message(text: str) -> str:
+    """The engine's message without the query plan or Java class names Spark appends."""
+    text = re.sub(r"^Error running query: ", "", text.strip())
+    text = re.sub(r"^(\[[A-Z_.]+\] )?(org\.apache|java|io\.delta)[\w.$]+: ", "", text)
+    lines = text.splitlines()
+    for number, line in enumerate(lines):
+        if "SQLSTATE:" in line:  # the plan or JVM frames follow
+            return "\n".join(lines[: number + 1]).rstrip(";").strip()
+    return "\n".join(line for line in lines if not line.lstrip().startswith("at ")).strip()
+
+
+# --------------------------------------------------------------------------- embedded Spark
+
+
+def serving_settings(settings: Settings, system_properties: Mapping[str, str] | None = None) -> Settings:
+    """The settings of a serving Spark session: the serving catalog, and Derby kept out of the way.
+
+    The platform sets ``derby.system.home`` for drivers; the Thrift server's private in-memory
+    Derby (Spark's "execution" Hive client) cannot start with it, so serving processes only move
+    Derby's log out of the working directory. JVM logging is quieter (``log4j2.properties``).
+    ``system_properties`` become ``-D`` options of the driver JVM. Users' ``LAKEHOUSE_SPARK_CONF``
+    still wins.
+    """
+    properties = {
+        "derby.stream.error.file": str(Path(tempfile.gettempdir()) / "lakehouse-derby.log"),
+        "log4j2.configurationFile": LOG4J2.as_uri(),
+        **(system_properties or {}),
+    }
+    conf = {
+        **catalog_conf(settings),
+        "spark.driver.extraJavaOptions": " ".join(f"-D{k}={shlex.quote(v)}" for k, v in properties.items()),
+    }
+    if not launched_by_spark_submit():
+        # Closing a JDBC session closes Hive's session class loaders, and with them the loader of
+        # `spark.jars`: Delta classes loaded after that fail. On the JVM's own class path they
+        # stay loadable. (Under spark-submit, pass --driver-class-path the same way.)
+        conf["spark.driver.extraClassPath"] = os.pathsep.join(str(j) for j in jars(settings))
+    conf.update(settings.spark_conf)
+    return settings.model_copy(update={"spark_conf": conf})
+
+
+def serving_session(
+    settings: Settings, app_name: str, system_properties: Mapping[str, str] | None = None
+) -> SparkSession:
+    from lakehouse.session import spark_session
+
+    return spark_session(serving_settings(settings, system_properties), app_name=app_name)
+
+
+def sync_catalog(
+    spark: SparkSession, settings: Settings, *, fresh: bool = False, previous: SyncReport | None = None
+) -> SyncReport:
+    """Register the declared tables of ``settings``' lake in ``spark``'s catalog.
+
+    With the ``previous`` report of this process and an in-memory catalog (which only this
+    process changes), the catalog is compared at most every minute unless the specs or the
+    tables on disk changed.
+    """
+    pipelines = load_pipelines(settings.pipelines_package, fresh=fresh)
+    lake = Lake.from_settings(settings)
+    target = wanted(spark, lake, pipelines)
+    if (
+        previous is not None
+        and settings.metastore_uri is None
+        and not previous.failed
+        and previous.target == target
+        and time.monotonic() - previous.checked_at < FULL_CHECK_SECONDS
+    ):
+        return previous.unchanged()
+    return sync(spark, lake, pipelines, target)
+
+
+class LocalEngine:
+    """An embedded Spark session with the catalog registered from the specs."""
+
+    def __init__(self, settings: Settings, spark: SparkSession | None = None) -> None:
+        from pyspark.logger import PySparkLogger
+
+        # PySpark logs every captured SQL error with its JVM stack trace; we report it ourselves.
+        for name in ("SQLQueryContextLogger", "DataFrameQueryContextLogger"):
+            PySparkLogger.getLogger(name).setLevel(logging.CRITICAL)
+        self.spark = spark or serving_session(settings, app_name="lakehouse-sql")
+        report = sync_catalog(self.spark, settings)
+        log.debug("catalog: %s", report.summary())
+
+    def execute(self, statement: str, max_rows: int | None = None) -> Result:
+        import pyarrow as pa
+        from py4j.protocol import Py4JJavaError
+        from pyspark.errors import PySparkException
+
+        try:
+            df = self.spark.sql(statement)
+            if not df.columns:
+                return Result([], [], [])
+            table = (df.limit(max_rows + 1) if max_rows else df).toArrow()
+        except PySparkException as exc:
+            raise QueryError(engine_message(str(exc))) from None
+        except Py4JJavaError as exc:
+            raise QueryError(engine_message(str(exc.java_exception))) from None
+        columns = [list(c.to_pylist()) for c in table.columns]
+        rows = list(zip(*columns, strict=True)) if columns else []
+        truncated = bool(max_rows) and len(rows) > max_rows
+        numeric = [
+            pa.types.is_integer(f.type) or pa.types.is_floating(f.type) or pa.types.is_decimal(f.type)
+            for f in table.schema
+        ]
+        return Result(table.column_names, numeric, rows[:max_rows] if truncated else rows, truncated)
+
+    def close(self) -> None:
+        """The session belongs to the process (it may be shared); leave it running."""
+
+
+# --------------------------------------------------------------------------- through the server
+
+
+class RemoteEngine:
+    """A HiveServer2 (JDBC/Thrift) connection to ``lakehouse serve``, through PyHive."""
+
+    def __init__(self, host: str, port: int, user: str | None = None, password: str | None = None) -> None:
+        from pyhive import hive
+        from thrift.transport.TTransport import TTransportException
+
+        try:
+            self.connection = hive.connect(
+                host=host,
+                port=port,
+                username=user,
+                password=password,
+                auth="CUSTOM" if password is not None else None,
+            )
+        except TTransportException as exc:
+            if "Error validating the login" in str(exc):
+                raise QueryError(
+                    f"the SQL server at {host}:{port} rejected the login of {user or 'you'}: give "
+                    "--user and --password (or LAKEHOUSE_SQL_PASSWORD)"
+                ) from None
+            raise QueryError(
+                f"cannot reach the SQL server at {host}:{port} ({exc}); start it with `lakehouse serve`"
+            ) from None
+        self.cursor = self.connection.cursor()
+
+    def execute(self, statement: str, max_rows: int | None = None) -> Result:
+        from pyhive.exc import Error
+
+        try:
+            self.cursor.execute(statement)
+            if not self.cursor.description:
+                return Result([], [], [])
+            rows = self.cursor.fetchmany(max_rows + 1) if max_rows else self.cursor.fetchall()
+        except Error as exc:
+            raise QueryError(engine_message(_hive_error(exc))) from None
+        description = self.cursor.description
+        truncated = bool(max_rows) and len(rows) > max_rows
+        return Result(
+            [d[0] for d in description],
+            [str(d[1]).removesuffix("_TYPE") in _NUMERIC_HIVE_TYPES for d in description],
+            [tuple(r) for r in (rows[:max_rows] if truncated else rows)],
+            truncated,
+        )
+
+    def close(self) -> None:
+        self.connection.close()
+
+
+def _hive_error(exc: Exception) -> str:
+    """The server's message out of PyHive's exception (which wraps the Thrift response)."""
+    for arg in exc.args:
+        status = getattr(arg, "status", None)
+        if status is not None and getattr(status, "errorMessage", None):
+            return status.errorMessage
+    return str(exc)

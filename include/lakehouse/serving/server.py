@@ -1,0 +1,109 @@
+"""``lakehouse serve``: the Spark Thrift (HiveServer2 protocol, JDBC/ODBC) server on the lake.
+
+A PySpark driver registers the serving catalog from the specs, starts Spark's
+``HiveThriftServer2`` inside its own session (``startWithSparkSession`` through py4j, so the
+server sees exactly that catalog, with Delta enabled), then re-syncs the catalog every
+``LAKEHOUSE_CATALOG_REFRESH_SECONDS`` until SIGTERM/SIGINT. Every JDBC session is a new Spark
+session over the shared catalog. On a cluster it is started like any driver, in client mode
+(``LAKEHOUSE_SPARK_MASTER``); executors do the work.
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+import time
+from typing import TYPE_CHECKING
+
+from lakehouse.serving.engine import serving_session, sync_catalog
+from lakehouse.serving.passwords import server_conf
+
+if TYPE_CHECKING:
+    import threading
+
+    from lakehouse.config import Settings
+
+log = logging.getLogger("lakehouse.serve")
+
+THRIFT_SERVER = "org.apache.spark.sql.hive.thriftserver.HiveThriftServer2"
+
+
+class ServeError(RuntimeError):
+    """The server cannot start (port taken, server did not come up); the message says why."""
+
+
+def jdbc_url(host: str, port: int, database: str = "default") -> str:
+    return f"jdbc:hive2://{host}:{port}/{database}"
+
+
+def port_is_free(host: str, port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
+def wait_listening(host: str, port: int, timeout: float, stop: threading.Event) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and not stop.is_set():
+        try:
+            with socket.create_connection((host, port), timeout=2):
+                return True
+        except OSError:
+            stop.wait(0.2)
+    return False
+
+
+def serve(settings: Settings, host: str, port: int, refresh_seconds: float, stop: threading.Event) -> None:
+    """Run the Thrift server until ``stop`` is set; the catalog follows the specs meanwhile."""
+    if not port_is_free(host, port):
+        raise ServeError(f"{host}:{port} is already in use; stop what runs there or choose --port")
+    hive_conf = {  # built before Spark starts: a misconfigured authentication fails fast
+        "hive.server2.thrift.bind.host": host,
+        "hive.server2.thrift.port": str(port),
+        **server_conf(settings),  # password authentication, when a password file is set
+        **settings.serve_conf,
+    }
+    # Every HiveConf in the JVM must see these: the server's (which, with a Hive metastore,
+    # reuses the metastore client's) and the fresh ones its LDAP/CUSTOM authenticators read. Hive
+    # applies JVM system properties to each HiveConf it creates, so they are set at JVM launch.
+    spark = serving_session(settings, app_name="lakehouse-serve", system_properties=hive_conf)
+    try:
+        report = sync_catalog(spark, settings)
+        log.info("catalog: %s", report.summary())
+        if stop.is_set():  # stopped while starting
+            return
+        jvm = spark.sparkContext._jvm
+        for key, value in hive_conf.items():
+            spark.conf.set(key, value)
+            jvm.java.lang.System.setProperty(key, value)  # a driver started by spark-submit
+        server = getattr(jvm, THRIFT_SERVER).startWithSparkSession(spark._jsparkSession, False)
+        try:
+            if not wait_listening(host, port, 120, stop):
+                if stop.is_set():
+                    return
+                raise ServeError(f"the Thrift server did not listen on {host}:{port} within 120 s")
+            auth = hive_conf.get("hive.server2.authentication", "NONE")
+            log.info(
+                "serving %s (authentication %s, catalog refresh every %.0f s)",
+                jdbc_url(host, port),
+                auth,
+                refresh_seconds,
+            )
+            print(f"lakehouse serve: ready on {jdbc_url(host, port)}", flush=True)
+            while not stop.wait(refresh_seconds):
+                try:
+                    report = sync_catalog(spark, settings, fresh=True, previous=report)
+                except Exception as exc:  # a broken spec must not take the server down
+                    log.error("catalog refresh failed, keeping the current catalog: %s", exc)
+                    continue
+                if report.changed:
+                    log.info("catalog: %s", report.summary())
+        finally:
+            log.info("stopping the Thrift server")
+            server.stop()
+    finally:
+        spark.stop()

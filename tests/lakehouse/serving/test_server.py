@@ -1,0 +1,91 @@
+"""``lakehouse serve`` for real: a JDBC (HiveServer2 protocol) client against the running server."""
+
+from __future__ import annotations
+
+import math
+from datetime import UTC, datetime
+
+import pyarrow as pa
+import pytest
+from deltalake import DeltaTable, write_deltalake
+from pyhive.exc import OperationalError
+
+pytestmark = pytest.mark.slow
+
+
+def _utc(value: datetime | str) -> datetime:
+    """PyHive returns Spark's (UTC) timestamps as naive datetimes."""
+    moment = datetime.fromisoformat(value) if isinstance(value, str) else value
+    return moment.replace(tzinfo=UTC)
+
+
+def test_gold_rows_over_jdbc_equal_the_answers_computed_from_the_input(served, demo) -> None:
+    stats = served.query(
+        "SELECT window_start, device_type, events, avg_signal, min_signal, max_signal "
+        "FROM gold.device_type_stats"
+    )
+    got = {(_utc(r[0]), r[1]): r[2:] for r in stats}
+    assert set(got) == set(demo.expected.type_stats)
+    for key, (events, avg, low, high) in demo.expected.type_stats.items():
+        assert got[key][0] == events, key
+        assert math.isclose(got[key][1], avg, rel_tol=1e-9), key
+        assert (got[key][2], got[key][3]) == (low, high), key
+
+    status = served.query(
+        "SELECT device, device_type, signal, alert, event_time, event_id FROM gold.device_status"
+    )
+    assert {r[0]: (r[1], r[2], r[3], _utc(r[4]), r[5]) for r in status} == demo.expected.status
+    assert any(alert for _, _, alert, _, _ in demo.expected.status.values())  # the data has alerts
+
+
+def test_a_bad_query_returns_the_engine_error_and_the_server_keeps_serving(served) -> None:
+    connection = served.connect()
+    try:
+        cursor = connection.cursor()
+        with pytest.raises(OperationalError) as failure:
+            cursor.execute("SELECT no_such_column FROM gold.device_status")
+        message = failure.value.args[0].status.errorMessage
+        assert "UNRESOLVED_COLUMN" in message and "no_such_column" in message
+        with pytest.raises(OperationalError, match="PARSE_SYNTAX_ERROR"):
+            cursor.execute("SELEC 1")
+        cursor.execute("SELECT count(*) FROM gold.device_status")  # same session still works
+        assert cursor.fetchall()[0][0] > 0
+    finally:
+        connection.close()
+    assert served.query("SELECT 1")[0][0] == 1  # and new sessions too
+    assert served.process.poll() is None
+
+
+def test_time_travel_over_jdbc_returns_the_rows_before_the_backfill(served, demo) -> None:
+    version = demo.before["gold.device_status"]
+    old = served.query(f"SELECT device, event_id FROM gold.device_status VERSION AS OF {version}")
+    assert {r[0]: r[1] for r in old} == {
+        r["device"]: r["event_id"] for r in demo.before_rows["gold.device_status"]
+    }
+    now = served.query("SELECT device, event_id FROM gold.device_status")
+    assert {r[0]: r[1] for r in now} != {r[0]: r[1] for r in old}  # the backfill changed it
+
+
+def test_a_newly_declared_table_appears_without_ddl_and_leaves_with_its_spec(served) -> None:
+    """A pipeline declared while the server runs: its table is queryable as soon as it is
+    written; removing the declaration removes the name (the data stays)."""
+    extra = served.pipelines_dir / "extra"
+    extra.mkdir()
+    (extra / "__init__.py").touch()
+    (extra / "pipeline.py").write_text(
+        "from lakehouse.spec import JsonFiles, Pipeline, Table\n"
+        "pipeline = Pipeline(name='extra', tables=[\n"
+        "    Table('bronze.extra_events', source=JsonFiles(schema='id STRING NOT NULL')),\n"
+        "    Table('gold.extra_counts', upstreams=['bronze.extra_events'], transform='transforms:count'),\n"
+        "])\n"
+    )
+    path = f"{served.env['LAKEHOUSE_ROOT']}/tables/gold/extra_counts"
+    write_deltalake(path, pa.table({"id": ["a", "b"], "n": [1, 2]}))
+    tables = {"device_type_stats", "device_status", "extra_counts"}
+    assert served.wait_for_tables("gold", tables) == tables, served.log_tail()
+    assert sorted(served.query("SELECT id, n FROM gold.extra_counts")) == [("a", 1), ("b", 2)]
+
+    (extra / "pipeline.py").unlink()
+    tables = {"device_type_stats", "device_status"}
+    assert served.wait_for_tables("gold", tables) == tables, served.log_tail()
+    assert DeltaTable(path).count() == 2
