@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from lakehouse.flow import Slice, affected_slice, build
+from lakehouse.quality.enforce import QualityGate
 from lakehouse.writes import TableWriter, ensure_table
 
 if TYPE_CHECKING:
@@ -87,7 +88,7 @@ def backfill(
         df = build(spark, lake, pipeline, table, streaming=False, slice_=table_slice)
         path = lake.table(table.name)
         ensure_table(spark, path, df.schema, table)
-        TableWriter(table, path).write_slice(df, table_slice)
+        TableWriter(table, path, QualityGate.for_table(lake, pipeline, table)).write_slice(df, table_slice)
         step = BackfillStep(table.name, table_slice, _rows_written(spark, path), time.monotonic() - started)
         log.info(
             "backfill %d/%d %s: %s rows in %.1f s",

@@ -27,6 +27,8 @@ from rich.table import Table as RichTable
 from lakehouse import registry
 from lakehouse.config import Settings, settings
 from lakehouse.lake import Lake
+from lakehouse.quality.cli import register as register_quality
+from lakehouse.quality.cli import validate_expectations
 from lakehouse.spec import Pipeline, SpecError
 
 app = typer.Typer(
@@ -111,13 +113,14 @@ def _utc(value: datetime | None) -> datetime | None:
 def validate(
     pipeline: Annotated[str | None, typer.Argument(help="Pipeline to check (default: all).")] = None,
 ) -> None:
-    """Check pipeline declarations: graph, tables, and that every transform resolves."""
+    """Check pipeline declarations: graph, tables, transforms, and expectations (against GX)."""
     found = registry.discover(_settings().pipelines_package)
     names = [pipeline] if pipeline else sorted(found)
     for name in names:
         if name not in found:
             raise UserError(f"no pipeline named {name!r} (known: {', '.join(sorted(found))})")
         registry.check_transforms(found[name])
+        validate_expectations(found[name])
         view = RichTable(title=f"pipeline {name}: OK", title_justify="left")
         for column in ("table", "write", "reads", "event time", "keys"):
             view.add_column(column)
@@ -476,6 +479,9 @@ def _age(seconds: float) -> str:
     if seconds < 7200:
         return f"{seconds / 60:.0f} min ago"
     return f"{seconds / 3600:.1f} h ago"
+
+
+register_quality(app)  # `lakehouse quality` (lakehouse.quality.cli)
 
 
 def main() -> None:
