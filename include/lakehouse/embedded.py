@@ -187,6 +187,7 @@ def up(platform: Platform) -> None:
         f"""
 Lakehouse is up.
   Airflow UI   {platform.url}   login: {ADMIN} / {platform.password()}
+  Data Docs    {platform.url}/quality-docs/   (Great Expectations; built by the *_quality DAGs)
   lake         {platform.conf.root}
   next         trigger iot_stream_deploy in the UI to start the continuous flows,
                or watch iot_incremental (every 15 minutes); `lakehouse status iot` shows the tables.

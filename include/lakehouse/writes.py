@@ -112,6 +112,8 @@ class TableWriter:
                 rows = self.gate.apply_microbatch(batch, self._app_id, batch_id)
             self.write_microbatch(rows, batch_id, self._app_id)
         finally:
+            if self.gate is not None:
+                self.gate.finish()  # the quarantine commit, written meanwhile
             batch.unpersist()
 
     def write_microbatch(self, batch: DataFrame, batch_id: int, app_id: str) -> None:
@@ -145,6 +147,7 @@ class TableWriter:
         try:
             self._replace_slice(self.gate.apply_slice(df, slice_), slice_)
         finally:
+            self.gate.finish()
             df.unpersist()
 
     def _replace_slice(self, df: DataFrame, slice_: Slice) -> None:

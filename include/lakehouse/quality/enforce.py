@@ -7,14 +7,14 @@ about to write, so a stream and a backfill over the same input quarantine exactl
 For each batch of rows it:
 
 1. evaluates every expectation's *unexpected* condition (GX's own, see ``lakehouse.quality.gx``)
-   in one pass, tagging each row with the names of the expectations it fails;
-2. counts them in one Spark job (which also materializes the micro-batch) and records the
-   results in ``ops.quality_results``;
+   and counts the unexpected rows of each in one Spark job (which also materializes the
+   micro-batch), and records the results in ``ops.quality_results``;
 3. ``fail``: raises :class:`ExpectationFailed` naming the expectation, the count and a few rows,
    before anything is written, so a restart re-runs the same batch from the checkpoint;
 4. ``drop``: writes the failing rows to the quarantine table ``quarantine.<layer>_<table>``
    (the row, ``_failed_expectations``, origin, batch or slice, time), exactly once: with
-   ``txnAppId``/``txnVersion`` in streams, by replacing the slice in backfills;
+   ``txnAppId``/``txnVersion`` in streams, by replacing the slice in backfills. The write runs
+   while the caller writes the table; the caller then calls :meth:`QualityGate.finish`;
 5. returns the rows to write (``warn`` failures pass, and are recorded).
 
 Rows of a bronze table that failed parsing (``_parse_error``) are kept as they are: expectations
@@ -25,10 +25,13 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 import time
 import uuid
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import timedelta
+from functools import reduce
 from typing import TYPE_CHECKING, Literal
 
 from lakehouse.quality.declare import snake_case
@@ -53,6 +56,18 @@ SAMPLE_ROWS = 5
 # Suite parameters such as now() are evaluated when conditions are built; a long-running stream
 # rebuilds the conditions of such expectations this often.
 DYNAMIC_REFRESH = timedelta(minutes=5)
+
+
+@dataclass(frozen=True)
+class _Built:
+    conditions: dict[str, Column]
+    at: float
+
+
+# Conditions are plain Column expressions: built once per (table, expectations, schema) in a
+# process, whichever flow run or backfill asks first.
+_BUILT: dict[tuple[str, tuple[tuple[str, str], ...], str], _Built] = {}
+_BUILT_LOCK = threading.Lock()
 
 
 class ExpectationFailed(ValueError):
@@ -97,9 +112,9 @@ class QualityGate:
         self.quarantine_path = lake.table(quarantine_table(table.name))
         self.results = QualityLog(lake)
         self.last: Outcome | None = None
-        self._conditions: dict[str, Column] = {}
-        self._schema: str | None = None
-        self._dynamic_at = 0.0
+        self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"quarantine-{table.short_name}")
+        self._pending: Future[None] | None = None
+        self._quarantine_exists = False
 
     @classmethod
     def for_table(cls, lake: Lake, pipeline: Pipeline, table: Table) -> QualityGate | None:
@@ -117,25 +132,28 @@ class QualityGate:
 
     # ------------------------------------------------------------------ evaluation
     def conditions(self, df: DataFrame) -> dict[str, Column]:
-        """Each expectation's unexpected-row condition, built by GX once per schema (and every
-        ``DYNAMIC_REFRESH`` for expectations with suite parameters such as ``now()``)."""
+        """Each expectation's unexpected-row condition, built by GX once per schema in a
+        process (and every ``DYNAMIC_REFRESH`` for expectations with suite parameters such as
+        ``now()``)."""
         from lakehouse.quality import gx
 
-        schema = df.schema.json()
-        dynamic = [e for e in self.expectations if gx.is_dynamic(e)]
-        stale = dynamic and time.monotonic() - self._dynamic_at > DYNAMIC_REFRESH.total_seconds()
-        if schema != self._schema:
+        key = (self.table.name, tuple((repr(e), e.label) for e in self.expectations), df.schema.json())
+        with _BUILT_LOCK:
+            built = _BUILT.get(key)
+        if built is None:
             started = time.monotonic()
-            self._conditions = self._resolve(df, self.expectations)
-            self._schema, self._dynamic_at = schema, time.monotonic()
+            built = _Built(self._resolve(df, self.expectations), time.monotonic())
             log.info(
-                "%s: %d expectation(s) ready in %.1f s", self.table.name, len(self._conditions),
+                "%s: %d expectation(s) ready in %.1f s", self.table.name, len(built.conditions),
                 time.monotonic() - started,
             )  # fmt: skip
-        elif stale:
-            self._conditions.update(self._resolve(df, dynamic))
-            self._dynamic_at = time.monotonic()
-        return self._conditions
+        elif time.monotonic() - built.at > DYNAMIC_REFRESH.total_seconds():
+            dynamic = [e for e in self.expectations if gx.is_dynamic(e)]
+            if dynamic:
+                built = _Built({**built.conditions, **self._resolve(df, dynamic)}, time.monotonic())
+        with _BUILT_LOCK:
+            _BUILT[key] = built
+        return built.conditions
 
     def _resolve(self, df: DataFrame, expectations: Sequence[Expectation]) -> dict[str, Column]:
         from lakehouse.quality import gx
@@ -149,41 +167,44 @@ class QualityGate:
 
         conditions = self.conditions(df)
         checked = F.col(PARSE_ERROR).isNull() if self.table.source is not None else F.lit(True)
-        flags = [F.when(checked & conditions[e.label], F.lit(e.label)) for e in self.expectations]
-        flagged = df.withColumn(FAILED, F.array_compact(F.array(*flags)))
+        hits = {e.label: checked & conditions[e.label] for e in self.expectations}
         drops = [e.label for e in self.expectations if e.action == "drop"]
-        dropped = (
-            F.arrays_overlap(F.col(FAILED), F.array(*[F.lit(label) for label in drops]))
-            if drops
-            else F.lit(False)
-        )
-        stats = flagged.agg(
+        dropped = reduce(lambda a, b: a | b, [hits[label] for label in drops]) if drops else F.lit(False)
+        stats = df.agg(
             F.count(F.lit(1)).alias("rows"),
             F.count_if(checked).alias("evaluated"),
             F.count_if(dropped).alias("dropped"),
-            *[
-                F.count_if(F.array_contains(FAILED, e.label)).alias(f"e{i}")
-                for i, e in enumerate(self.expectations)
-            ],
+            *[F.count_if(hits[e.label]).alias(f"e{i}") for i, e in enumerate(self.expectations)],
         ).collect()[0]
         unexpected = {e.label: int(stats[f"e{i}"]) for i, e in enumerate(self.expectations)}
         outcome = Outcome(int(stats["rows"]), int(stats["evaluated"]), int(stats["dropped"]), unexpected)
         self.last = outcome
         failures = [e for e in self.expectations if e.action == "fail" and not self._passes(e, outcome)]
-        samples = {e.label: self._sample(flagged, e.label) for e in failures}
+        samples = {e.label: self._sample(df.where(hits[e.label])) for e in failures}
         self._record(outcome, origin, samples)
         if failures:
             raise ExpectationFailed(self._failure_message(failures, outcome, origin, samples))
-        if outcome.quarantined or origin.kind == "backfill":
-            self._quarantine(flagged.where(dropped), origin)
+        if drops and (outcome.quarantined or origin.kind == "backfill"):  # a backfill also clears its slice
+            # written while the caller writes the table (another Delta commit, mostly waiting);
+            # the caller's finish() waits for it before the batch counts as done
+            failed = F.array_compact(F.array(*[F.when(hit, F.lit(label)) for label, hit in hits.items()]))
+            rejected = df.where(dropped).withColumn(FAILED, failed)
+            self._pending = self._writer.submit(self._quarantine, rejected, origin)
         if any(unexpected.values()):
-            log.warning(
+            log.log(
+                logging.WARNING if outcome.quarantined else logging.INFO,
                 "%s %s: %s of %s rows quarantined; unexpected rows per expectation: %s",
                 self.table.name, origin.label, f"{outcome.quarantined:,}", f"{outcome.rows:,}",
                 ", ".join(f"{k} ({next(e.action for e in self.expectations if e.label == k)}): {v}"
                           for k, v in unexpected.items() if v),
             )  # fmt: skip
-        return flagged.where(~dropped).drop(FAILED)
+        return df.where(~dropped)
+
+    def finish(self) -> None:
+        """Wait for the quarantine write started by :meth:`apply` (and raise its error)."""
+        pending, self._pending = self._pending, None
+        if pending is not None:
+            pending.result()
 
     @staticmethod
     def _passes(expectation: Expectation, outcome: Outcome) -> bool:
@@ -193,11 +214,9 @@ class QualityGate:
         return count == 0 or count <= (1.0 - mostly) * outcome.evaluated
 
     @staticmethod
-    def _sample(flagged: DataFrame, label: str) -> list[str]:
-        from pyspark.sql import functions as F
-
-        rows = flagged.where(F.array_contains(FAILED, label)).drop(FAILED).limit(SAMPLE_ROWS)
-        return [json.dumps(row.asDict(recursive=True), default=str) for row in rows.collect()]
+    def _sample(unexpected: DataFrame) -> list[str]:
+        rows = unexpected.limit(SAMPLE_ROWS).collect()
+        return [json.dumps(row.asDict(recursive=True), default=str) for row in rows]
 
     def _failure_message(
         self, failures: list[Expectation], outcome: Outcome, origin: Origin, samples: dict[str, list[str]]
@@ -215,6 +234,8 @@ class QualityGate:
 
     # ------------------------------------------------------------------ outputs
     def _record(self, outcome: Outcome, origin: Origin, samples: dict[str, list[str]]) -> None:
+        if not outcome.rows:
+            return  # a batch without rows (e.g. one that only moves the watermark) validates nothing
         rows = []
         for e in self.expectations:
             count = outcome.unexpected[e.label]
@@ -275,7 +296,8 @@ class QualityGate:
         from lakehouse.writes import retry_on_conflict
 
         spark = rows.sparkSession
-        if DeltaTable.isDeltaTable(spark, self.quarantine_path):
+        if self._quarantine_exists or DeltaTable.isDeltaTable(spark, self.quarantine_path):
+            self._quarantine_exists = True
             return
         builder = (
             DeltaTable.createIfNotExists(spark)
@@ -284,3 +306,4 @@ class QualityGate:
             .comment(f"Rows of {self.table.name} that failed its expectations with action='drop'")
         )
         retry_on_conflict(builder.execute, f"create {quarantine_table(self.table.name)}")
+        self._quarantine_exists = True
