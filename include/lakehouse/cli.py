@@ -1,7 +1,7 @@
 """``lakehouse``: validate, run, backfill, generate and inspect pipelines from the shell.
 
-Commands that need Spark import it when they run, so ``--help``, ``validate`` and ``status``
-answer in well under a second.
+Commands that need Spark import it when they run, so ``--help`` and ``status`` answer in well
+under a second (``validate`` imports Great Expectations, a few seconds, to check expectations).
 """
 
 from __future__ import annotations

@@ -214,7 +214,8 @@ def run_checks(
     run_id: str | None = None,
 ) -> QualityReport:
     """Run the suites of ``tables`` (default: every table with declarations) as GX checkpoints,
-    record every result in ``ops.quality_results`` and rebuild the Data Docs."""
+    record every result in ``ops.quality_results`` and update the Data Docs (each checkpoint
+    renders its suite and its validation, and the index)."""
     from delta.tables import DeltaTable
 
     from lakehouse.quality import gx as qgx
@@ -248,7 +249,6 @@ def run_checks(
             report = _run_table(context, source, spark, lake, pipeline, table, declarations, run_id)
             reports.append(report)
             history.append([_row(run_id, pipeline, r) for r in report.results])
-        context.build_data_docs(site_names=[DOCS_SITE])
     return QualityReport(pipeline.name, run_id, reports, docs_dir(home), time.monotonic() - started)
 
 
