@@ -68,6 +68,8 @@ class _Built:
 # process, whichever flow run or backfill asks first.
 _BUILT: dict[tuple[str, tuple[tuple[str, str], ...], str], _Built] = {}
 _BUILT_LOCK = threading.Lock()
+# Quarantine commits run beside the table writes of their batches (see QualityGate.finish).
+_QUARANTINE_WRITERS = ThreadPoolExecutor(max_workers=4, thread_name_prefix="quarantine-writer")
 
 
 class ExpectationFailed(ValueError):
@@ -112,7 +114,6 @@ class QualityGate:
         self.quarantine_path = lake.table(quarantine_table(table.name))
         self.results = QualityLog(lake)
         self.last: Outcome | None = None
-        self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"quarantine-{table.short_name}")
         self._pending: Future[None] | None = None
         self._quarantine_exists = False
 
@@ -189,7 +190,7 @@ class QualityGate:
             # the caller's finish() waits for it before the batch counts as done
             failed = F.array_compact(F.array(*[F.when(hit, F.lit(label)) for label, hit in hits.items()]))
             rejected = df.where(dropped).withColumn(FAILED, failed)
-            self._pending = self._writer.submit(self._quarantine, rejected, origin)
+            self._pending = _QUARANTINE_WRITERS.submit(self._quarantine, rejected, origin)
         if any(unexpected.values()):
             log.log(
                 logging.WARNING if outcome.quarantined else logging.INFO,
