@@ -23,6 +23,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 from lakehouse.flow import Slice, affected_slice, build
+from lakehouse.quality.enforce import QualityGate
 from lakehouse.writes import TableWriter, ensure_table
 
 if TYPE_CHECKING:
@@ -96,7 +97,8 @@ def backfill(
         path = lake.table(table.name)
         with _computed(spark, lake, pipeline, table, table_slice) as df:
             ensure_table(spark, path, df.schema, table)
-            TableWriter(table, path).write_slice(df, table_slice)
+            gate = QualityGate.for_table(lake, pipeline, table)
+            TableWriter(table, path, gate).write_slice(df, table_slice)
         step = BackfillStep(table.name, table_slice, _rows_written(spark, path), time.monotonic() - started)
         log.info(
             "backfill %d/%d %s: %s rows in %.1f s",

@@ -1,7 +1,7 @@
 """``lakehouse``: validate, run, backfill, generate and inspect pipelines from the shell.
 
-Commands that need Spark import it when they run, so ``--help``, ``validate`` and ``status``
-answer in well under a second.
+Commands that need Spark import it when they run, so ``--help`` and ``status`` answer in well
+under a second (``validate`` imports Great Expectations, a few seconds, to check expectations).
 """
 
 from __future__ import annotations
@@ -27,6 +27,9 @@ from rich.table import Table as RichTable
 from lakehouse import registry
 from lakehouse.config import Settings, settings
 from lakehouse.lake import Lake
+from lakehouse.quality.cli import register as register_quality
+from lakehouse.quality.cli import validate_expectations
+from lakehouse.serving.commands import register as register_serving
 from lakehouse.spec import Pipeline, SpecError
 
 app = typer.Typer(
@@ -111,13 +114,14 @@ def _utc(value: datetime | None) -> datetime | None:
 def validate(
     pipeline: Annotated[str | None, typer.Argument(help="Pipeline to check (default: all).")] = None,
 ) -> None:
-    """Check pipeline declarations: graph, tables, and that every transform resolves."""
+    """Check pipeline declarations: graph, tables, transforms, and expectations (against GX)."""
     found = registry.discover(_settings().pipelines_package)
     names = [pipeline] if pipeline else sorted(found)
     for name in names:
         if name not in found:
             raise UserError(f"no pipeline named {name!r} (known: {', '.join(sorted(found))})")
         registry.check_transforms(found[name])
+        validate_expectations(found[name])
         view = RichTable(title=f"pipeline {name}: OK", title_justify="left")
         for column in ("table", "write", "reads", "event time", "keys"):
             view.add_column(column)
@@ -478,10 +482,10 @@ def _age(seconds: float) -> str:
     return f"{seconds / 3600:.1f} h ago"
 
 
-# Analysts' commands (sql, serve, history, describe) live with the serving code.
-from lakehouse.serving.commands import register as _register_serving  # noqa: E402
-
-_register_serving(app)
+# Commands of other areas live with their code: analysts' (sql, serve, history, describe,
+# users) in lakehouse.serving.commands, `quality` in lakehouse.quality.cli.
+register_serving(app)
+register_quality(app)
 
 
 def main() -> None:

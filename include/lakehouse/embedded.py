@@ -188,6 +188,7 @@ def up(platform: Platform) -> None:
         f"""
 Lakehouse is up.
   Airflow UI   {platform.url}   login: {ADMIN} / {platform.password()}
+  Data Docs    {platform.url}/quality-docs/   (Great Expectations; built by the *_quality DAGs)
   lake         {platform.conf.root}
   SQL (JDBC)   jdbc:hive2://{platform.conf.serve_host}:{platform.conf.serve_port}/default   `lakehouse sql --server`, beeline
   next         trigger iot_stream_deploy in the UI to start the continuous flows,

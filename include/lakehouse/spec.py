@@ -16,6 +16,9 @@ from dataclasses import dataclass, field, fields, replace
 from datetime import timedelta
 from typing import Any, Literal
 
+from lakehouse.quality.declare import Expectation
+from lakehouse.quality.declare import problems as quality_problems
+
 Layer = Literal["bronze", "silver", "gold"]
 WriteMode = Literal["append", "upsert", "aggregate"]
 LAYERS: tuple[str, ...] = ("bronze", "silver", "gold")
@@ -221,6 +224,9 @@ class Table:
       ``sequence_by`` per key), ``aggregate`` (event-time windows updated in place as late rows
       arrive; needs ``window`` and ``event_time`` = the window-start column).
     - ``state``: the transform keeps per-key state with event-time timers (:class:`State`).
+    - ``expectations``: GX expectations every written row must meet, each with an action
+      (``warn`` / ``drop`` to quarantine / ``fail``); ``checks``: GX expectations on the whole
+      table, run by Airflow after updates (see ``lakehouse.quality``).
     """
 
     name: str
@@ -238,9 +244,11 @@ class Table:
     partition_by: Sequence[str] = ()
     description: str = ""
     freshness: str = "15 minutes"
+    expectations: Sequence[Expectation] = ()
+    checks: Sequence[Expectation] = ()
 
     def __post_init__(self) -> None:
-        for name in ("keys", "sequence_by", "lookups", "partition_by"):
+        for name in ("keys", "sequence_by", "lookups", "partition_by", "expectations", "checks"):
             object.__setattr__(self, name, tuple(getattr(self, name)))
         ups = tuple(u if isinstance(u, Upstream) else Upstream(u) for u in self.upstreams)
         object.__setattr__(self, "upstreams", ups)
@@ -320,6 +328,8 @@ class Table:
                 raise self._fail("write='aggregate' needs keys=(...): window start + group columns")
             if self.event_time not in self.keys:
                 raise self._fail(f"keys must include the window-start column {self.event_time!r}")
+        for problem in quality_problems(self):
+            raise self._fail(problem)
         if self.source is not None:
             names = [c.name for c in self.source.columns]
             if self.event_time and self.event_time not in names:

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Literal
 
 from lakehouse.flow import build
 from lakehouse.monitoring.progress import ProgressLog, ProgressRecorder, query_name
+from lakehouse.quality.enforce import QualityGate
 from lakehouse.writes import TableWriter, ensure_table
 
 if TYPE_CHECKING:
@@ -97,7 +98,7 @@ class StreamRunner:
         df = build(self.spark, self.lake, self.pipeline, table, streaming=True)
         path = self.lake.table(table.name)
         ensure_table(self.spark, path, df.schema, table)
-        writer = TableWriter(table, path)
+        writer = TableWriter(table, path, QualityGate.for_table(self.lake, self.pipeline, table))
         stream = (
             df.writeStream.queryName(query_name(self.pipeline.name, table.name))
             .outputMode(table.output_mode)

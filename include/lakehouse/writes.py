@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from pyspark.sql.types import StructType
 
     from lakehouse.flow import Slice
+    from lakehouse.quality.enforce import QualityGate
     from lakehouse.spec import Table
 
 log = logging.getLogger(__name__)
@@ -79,11 +80,13 @@ def latest_per_key(df: DataFrame, table: Table) -> DataFrame:
 
 
 class TableWriter:
-    """Writes a flow's rows into its Delta table with the table's write semantics."""
+    """Writes a flow's rows into its Delta table with the table's write semantics; with a
+    :class:`~lakehouse.quality.enforce.QualityGate`, only the rows that pass its expectations."""
 
-    def __init__(self, table: Table, path: str) -> None:
+    def __init__(self, table: Table, path: str, gate: QualityGate | None = None) -> None:
         self.table = table
         self.path = path
+        self.gate = gate
         self._app_id: str | None = None
         self._bound = threading.Event()
 
@@ -99,11 +102,18 @@ class TableWriter:
         assert self._app_id is not None
         # Materialize first: when Delta skips a replayed batch (txn already committed) the plan
         # would otherwise never run, and stateful operators would not commit this batch's state.
+        # (Evaluating the expectations materializes the batch as well.)
         batch.persist()
-        batch.count()
         try:
-            self.write_microbatch(batch, batch_id, self._app_id)
+            if self.gate is None:
+                batch.count()
+                rows = batch
+            else:
+                rows = self.gate.apply_microbatch(batch, self._app_id, batch_id)
+            self.write_microbatch(rows, batch_id, self._app_id)
         finally:
+            if self.gate is not None:
+                self.gate.finish()  # the quarantine commit, written meanwhile
             batch.unpersist()
 
     def write_microbatch(self, batch: DataFrame, batch_id: int, app_id: str) -> None:
@@ -130,6 +140,17 @@ class TableWriter:
     # ---------------------------------------------------------------- backfills
     def write_slice(self, df: DataFrame, slice_: Slice) -> None:
         """Replace ``slice_`` of the table with ``df`` (or merge, for upserts); idempotent."""
+        if self.gate is None:
+            self._replace_slice(df, slice_)
+            return
+        df.persist()  # read by the checks, the quarantine and the table write
+        try:
+            self._replace_slice(self.gate.apply_slice(df, slice_), slice_)
+        finally:
+            self.gate.finish()
+            df.unpersist()
+
+    def _replace_slice(self, df: DataFrame, slice_: Slice) -> None:
         table = self.table
         if table.write == "upsert" and not slice_.is_full:
             retry_on_conflict(lambda: self._merge(df), f"backfill {table.name}")

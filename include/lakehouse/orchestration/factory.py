@@ -29,6 +29,7 @@ from lakehouse.config import Settings, settings
 from lakehouse.lake import Lake
 from lakehouse.orchestration.alerts import on_failure
 from lakehouse.orchestration.submit import SPARK_CONN_ID, driver_spec
+from lakehouse.quality.dag import quality_dags
 from lakehouse.spec import Pipeline, parse_duration
 
 log = logging.getLogger("lakehouse.dags")
@@ -86,6 +87,7 @@ def build(pipeline: Pipeline, conf: Settings) -> list[DAG]:
         _stop_dag(pipeline, conf),
         _incremental_dag(pipeline, conf),
         _backfill_dag(pipeline, conf),
+        *quality_dags(pipeline, conf),  # <pipeline>_quality (lakehouse.quality.dag)
     ]
 
 

@@ -2,9 +2,12 @@
 
 Besides clean events it produces what real devices send: out-of-order events (late, but within
 the watermark), events too late for it, exact duplicates (retries), malformed lines (truncated
-JSON, wrong types, missing fields), unregistered devices and signal spikes. The same seed and
-options give the same files; the returned summary says how many of each were written, so tests
-can check that every line is accounted for.
+JSON, wrong types, missing fields), signal spikes (above the alert threshold, within the
+sensor's range), and events the pipeline's expectations reject: unregistered devices, a
+missing device, a signal outside the sensor's physical range, an event time decades ahead (a
+device with a broken clock). The same seed and options give the same files; the returned
+summary says how many of each were written (and which event ids were rejected, by kind), so
+tests can check that every line is accounted for.
 """
 
 from __future__ import annotations
@@ -39,8 +42,12 @@ class Summary:
     late: int = 0
     too_late: int = 0
     unregistered: int = 0
+    out_of_range: int = 0
+    null_device: int = 0
+    far_future: int = 0
     files: list[str] = field(default_factory=list)
-    event_ids: list[str] = field(default_factory=list)
+    event_ids: list[str] = field(default_factory=list)  # every event, valid or not
+    rejected_ids: dict[str, list[str]] = field(default_factory=dict)  # invalid events by kind
     first_event_time: str | None = None
     last_event_time: str | None = None
 
@@ -48,7 +55,14 @@ class Summary:
         data = asdict(self)
         if not with_ids:
             data.pop("event_ids")
+            data.pop("rejected_ids")
         return data
+
+    @property
+    def valid_ids(self) -> set[str]:
+        """Events that pass the IoT expectations (whether or not a watermark drops them)."""
+        rejected = {i for ids in self.rejected_ids.values() for i in ids}
+        return {i for i in self.event_ids if i not in rejected}
 
 
 def device_name(number: int) -> str:
@@ -96,6 +110,9 @@ def generate(
     duplicate_fraction: float = 0.02,
     malformed_fraction: float = 0.01,
     unregistered_fraction: float = 0.0,
+    out_of_range_fraction: float = 0.0,
+    null_device_fraction: float = 0.0,
+    far_future_fraction: float = 0.0,
     spike_fraction: float = 0.02,
     file_prefix: str | None = None,
     write_registry: bool = True,
@@ -106,7 +123,8 @@ def generate(
     Lateness is relative to the arrival order: a late event's time is at most
     ``late_max_seconds`` behind the latest event written before it, so any split of the files
     into waves keeps it inside a watermark longer than that. ``too_late`` events are 15 to 60
-    minutes behind.
+    minutes behind. Invalid events (unregistered, out of range, no device, far future: one kind
+    each) are never late, duplicated or spiked, so each ends in exactly one quarantine.
     """
     rng = random.Random(seed)
     end = (end or (start + timedelta(hours=1) if start else datetime.now(UTC))).astimezone(UTC)
@@ -122,32 +140,56 @@ def generate(
     clock = start
     latest = start
     types = list(DEVICE_TYPES)
+    invalid_kinds = [
+        ("out_of_range", out_of_range_fraction),
+        ("null_device", null_device_fraction),
+        ("far_future", far_future_fraction),
+    ]
+    invalid_fraction = sum(f for _, f in invalid_kinds)
     for i in range(events):
         clock = min(
             clock + timedelta(seconds=rng.expovariate(1 / interval_seconds)), end - timedelta(milliseconds=1)
         )
+        invalid: str | None = None
         if rng.random() < unregistered_fraction:
             device, kind = f"dev-9{rng.randrange(1000):03d}", rng.choice(types)
-            summary.unregistered += 1
+            invalid = "unregistered"
         else:
             number = rng.randrange(1, devices + 1)
             device, kind = device_name(number), types[(number - 1) % len(types)]
-        _, (low, high), threshold = DEVICE_TYPES[kind]
+            if invalid_fraction:  # drawn only when asked for, so other options keep their files
+                roll = rng.random()
+                for name, fraction in invalid_kinds:
+                    if roll < fraction:
+                        invalid = name
+                        break
+                    roll -= fraction
+        (low_limit, high_limit), (low, high), threshold = DEVICE_TYPES[kind]
         signal = rng.uniform(low, high)
-        if rng.random() < spike_fraction:
-            signal = threshold * rng.uniform(1.01, 1.2)
+        if rng.random() < spike_fraction and invalid is None:
+            signal = min(threshold * rng.uniform(1.01, 1.2), high_limit)  # a spike, still physical
+        if invalid == "out_of_range":
+            span = high_limit - low_limit
+            signal = (
+                high_limit + rng.uniform(1, span) if rng.random() < 0.5 else low_limit - rng.uniform(1, span)
+            )
         event_time = clock
         roll = rng.random()
-        if roll < too_late_fraction:
+        if invalid is not None:
+            pass  # never late: it must reach (and stop at) its expectation
+        elif roll < too_late_fraction:
             event_time = latest - timedelta(seconds=rng.uniform(900, 3600))
             summary.too_late += 1
         elif roll < too_late_fraction + late_fraction:
             event_time = latest - timedelta(seconds=rng.uniform(1, late_max_seconds))
             summary.late += 1
-        latest = max(latest, event_time)
+        if invalid == "far_future":  # a broken clock, decades ahead; it moves no watermark
+            event_time = clock + timedelta(days=rng.uniform(20 * 365, 80 * 365))
+        else:
+            latest = max(latest, event_time)
         event = {
             "event_id": str(uuid.UUID(int=rng.getrandbits(128), version=4)),
-            "device": device,
+            "device": None if invalid == "null_device" else device,
             "device_type": kind,
             "signal": round(signal, 3),
             "event_time": _iso(event_time),
@@ -156,7 +198,10 @@ def generate(
         lines.append(line)
         summary.events += 1
         summary.event_ids.append(event["event_id"])
-        if rng.random() < duplicate_fraction:
+        if invalid is not None:
+            setattr(summary, invalid, getattr(summary, invalid) + 1)
+            summary.rejected_ids.setdefault(invalid, []).append(event["event_id"])
+        if rng.random() < duplicate_fraction and invalid is None:
             pending.append((i + rng.randrange(1, 10), line))
             pending.sort()
             summary.duplicates += 1

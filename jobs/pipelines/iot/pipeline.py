@@ -12,13 +12,57 @@ landing/*.json -> bronze.device_events -> silver.device_events -+-> gold.device_
   (count, avg, min, max of signal), updated in place when late events arrive in time.
 - gold ``device_status``: the latest event of each device with an alert flag.
 
-Declarations only: no pyspark here (Airflow imports this module when parsing DAGs).
+Quality (Great Expectations, see ``lakehouse.quality``): rows from a broken clock (decades
+ahead) are quarantined before they reach bronze, where they would push silver's watermark
+forward and make every later event "too late"; silver quarantines events without a device,
+from unregistered devices, or with a signal outside the sensor's physical range (per device,
+from the registry). Table checks: ``event_id`` unique in silver, fresh events, gold windows
+unique, complete and consistent with silver, one status per device matching silver.
+
+Declarations only: no pyspark (nor GX) here: Airflow imports this module when parsing DAGs.
 """
 
+from lakehouse.quality import gxe
 from lakehouse.spec import JsonFiles, Lookup, Pipeline, Table, Window
 
 WATERMARK = "10 minutes"
 WINDOW = Window(size="10 minutes", slide="5 minutes")
+
+# Windows older than both watermarks no longer change: consistency is checked on those only.
+_FINAL_WINDOWS = "window_start + INTERVAL 20 MINUTES <= (SELECT max(event_time) FROM {silver.device_events})"
+GOLD_WINDOWS_MATCH_SILVER = f"""
+WITH silver AS (
+    SELECT w.start AS window_start, device_type, count(*) AS events
+    FROM (SELECT window(event_time, '10 minutes', '5 minutes') AS w, device_type
+          FROM {{silver.device_events}})
+    GROUP BY w.start, device_type
+), compared AS (
+    SELECT coalesce(g.window_start, s.window_start) AS window_start,
+           coalesce(g.device_type, s.device_type) AS device_type,
+           g.events AS gold_events, s.events AS silver_events
+    FROM {{batch}} g FULL OUTER JOIN silver s
+      ON g.window_start = s.window_start AND g.device_type <=> s.device_type
+)
+SELECT * FROM compared
+WHERE gold_events IS DISTINCT FROM silver_events AND {_FINAL_WINDOWS}
+"""
+GOLD_WINDOWS_COMPLETE = """
+WITH span AS (
+    SELECT device_type, explode(sequence(min(window_start), max(window_start), INTERVAL 5 MINUTES))
+           AS window_start
+    FROM {batch} GROUP BY device_type
+)
+SELECT span.* FROM span LEFT ANTI JOIN {batch} g
+  ON g.window_start = span.window_start AND g.device_type <=> span.device_type
+"""
+STATUS_MATCHES_SILVER = """
+WITH latest AS (
+    SELECT device, max(event_time) AS event_time FROM {silver.device_events} GROUP BY device
+)
+SELECT coalesce(s.device, l.device) AS device, s.event_time AS status_time, l.event_time AS latest_event
+FROM {batch} s FULL OUTER JOIN latest l ON s.device = l.device
+WHERE s.event_time IS DISTINCT FROM l.event_time
+"""
 
 pipeline = Pipeline(
     name="iot",
@@ -36,11 +80,28 @@ pipeline = Pipeline(
             "bronze.device_events",
             description="Device events as received; malformed lines kept with _parse_error.",
             source=JsonFiles(
-                schema="event_id STRING NOT NULL, device STRING NOT NULL, device_type STRING, "
+                schema="event_id STRING NOT NULL, device STRING, device_type STRING, "
                 "signal DOUBLE NOT NULL, event_time TIMESTAMP NOT NULL",
             ),
             event_time="event_time",
             freshness="10 minutes",
+            expectations=[
+                gxe.ExpectColumnValuesToBeBetween(
+                    column="event_time",
+                    max_value={"$PARAMETER": "now() + timedelta(days=1)"},
+                    action="drop",
+                    name="event_time_not_in_far_future",
+                ),
+                gxe.ExpectColumnValuesToNotBeNull(
+                    column="device_type", action="warn", name="device_type_sent"
+                ),
+            ],
+            checks=[
+                gxe.ExpectTableRowCountToBeBetween(min_value=1, name="has_rows"),
+                gxe.ExpectColumnValuesToBeNull(
+                    column="_parse_error", mostly=0.95, name="at_most_5_percent_malformed"
+                ),
+            ],
         ),
         Table(
             "silver.device_events",
@@ -53,6 +114,45 @@ pipeline = Pipeline(
             keys=["event_id"],
             partition_by=["event_date"],
             freshness="10 minutes",
+            expectations=[
+                gxe.ExpectColumnValuesToNotBeNull(column="device", action="drop", name="device_not_null"),
+                gxe.ExpectColumnValuesToBeInSet(
+                    column="registered", value_set=[True], action="drop", name="device_registered"
+                ),
+                gxe.ExpectColumnPairValuesAToBeGreaterThanB(
+                    column_A="signal",
+                    column_B="min_signal",
+                    or_equal=True,
+                    ignore_row_if="either_value_is_missing",
+                    action="drop",
+                    name="signal_not_below_sensor_range",
+                ),
+                gxe.ExpectColumnPairValuesAToBeGreaterThanB(
+                    column_A="max_signal",
+                    column_B="signal",
+                    or_equal=True,
+                    ignore_row_if="either_value_is_missing",
+                    action="drop",
+                    name="signal_not_above_sensor_range",
+                ),
+                gxe.ExpectColumnPairValuesAToBeGreaterThanB(  # spikes: kept, counted per batch
+                    column_A="alert_threshold",
+                    column_B="signal",
+                    or_equal=True,
+                    ignore_row_if="either_value_is_missing",
+                    action="warn",
+                    name="signal_within_alert_threshold",
+                ),
+            ],
+            checks=[
+                gxe.ExpectColumnValuesToBeUnique(column="event_id", name="event_id_unique"),
+                gxe.ExpectTableRowCountToBeBetween(min_value=1, name="has_rows"),
+                gxe.ExpectColumnMaxToBeBetween(
+                    column="event_time",
+                    min_value={"$PARAMETER": "now() - timedelta(hours=1)"},
+                    name="latest_event_under_an_hour_old",
+                ),
+            ],
         ),
         Table(
             "gold.device_type_stats",
@@ -65,6 +165,21 @@ pipeline = Pipeline(
             write="aggregate",
             window=WINDOW,
             freshness="15 minutes",
+            checks=[
+                gxe.ExpectCompoundColumnsToBeUnique(
+                    column_list=["window_start", "device_type"], name="one_row_per_window_and_type"
+                ),
+                gxe.UnexpectedRowsExpectation(
+                    unexpected_rows_query=GOLD_WINDOWS_COMPLETE,
+                    description="Every 5-minute window between the first and the last has a row",
+                    name="windows_complete",
+                ),
+                gxe.UnexpectedRowsExpectation(
+                    unexpected_rows_query=GOLD_WINDOWS_MATCH_SILVER,
+                    description="Closed windows count exactly the silver events they cover",
+                    name="window_counts_match_silver",
+                ),
+            ],
         ),
         Table(
             "gold.device_status",
@@ -77,6 +192,14 @@ pipeline = Pipeline(
             sequence_by=["event_time", "event_id"],
             write="upsert",
             freshness="15 minutes",
+            checks=[
+                gxe.ExpectColumnValuesToBeUnique(column="device", name="one_status_per_device"),
+                gxe.UnexpectedRowsExpectation(
+                    unexpected_rows_query=STATUS_MATCHES_SILVER,
+                    description="Each device's status is its latest event in silver",
+                    name="status_is_latest_silver_event",
+                ),
+            ],
         ),
     ],
 )

@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from lakehouse.landing import Landing
-from pipelines.iot.generator import generate
+from pipelines.iot.generator import DEVICE_TYPES, generate
 
 START = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -74,3 +74,38 @@ def test_lateness_stays_within_the_bound_in_arrival_order(iot_landing: Landing) 
     assert s.late > 300
     # 480 s of lateness plus the arrival delay of a retried duplicate (a few events later)
     assert timedelta(minutes=5) < worst < timedelta(minutes=10)
+
+
+def test_invalid_events_are_one_kind_each_and_reported_by_id(iot_landing: Landing) -> None:
+    s = generate(
+        iot_landing,
+        events=1000,
+        seed=12,
+        start=START,
+        unregistered_fraction=0.03,
+        out_of_range_fraction=0.03,
+        null_device_fraction=0.03,
+        far_future_fraction=0.03,
+        spike_fraction=0.05,
+        malformed_fraction=0.0,
+    )
+    kinds = ("unregistered", "out_of_range", "null_device", "far_future")
+    assert all(len(s.rejected_ids[k]) == getattr(s, k) > 10 for k in kinds)
+    rejected = [i for k in kinds for i in s.rejected_ids[k]]
+    assert len(rejected) == len(set(rejected))  # one kind per event
+    assert s.valid_ids == set(s.event_ids) - set(rejected)
+    physical = {kind: limits for kind, (limits, _normal, _threshold) in DEVICE_TYPES.items()}
+    by_id = {}
+    for line in read_lines(s.files):
+        event = json.loads(line)
+        by_id.setdefault(event["event_id"], event)
+    for event_id, event in by_id.items():
+        low, high = physical[event["device_type"]]
+        in_range = low <= event["signal"] <= high
+        assert in_range == (event_id not in s.rejected_ids["out_of_range"])  # spikes stay physical
+        assert (event["device"] is None) == (event_id in s.rejected_ids["null_device"])
+        assert (str(event["device"]).startswith("dev-9")) == (event_id in s.rejected_ids["unregistered"])
+        future = datetime.fromisoformat(event["event_time"].replace("Z", "+00:00")) > START + timedelta(
+            days=365
+        )
+        assert future == (event_id in s.rejected_ids["far_future"])

@@ -1,0 +1,76 @@
+"""Table checks as GX checkpoints: pass on clean tables, fail readably on violated ones, keep
+every result in ops.quality_results and render the suites in Data Docs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from lakehouse.lake import Lake
+from lakehouse.quality.checks import docs_dir, results_from_log, run_checks, suite_declarations
+from lakehouse.quality.results import QualityLog
+from lakehouse.spec import Pipeline
+
+from .conftest import duplicate_one_silver_row
+
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
+
+
+def test_clean_tables_pass_and_data_docs_contain_every_suite(
+    spark, fresh_iot: Lake, iot: Pipeline, tmp_path: Path
+) -> None:
+    home = tmp_path / "quality"
+    report = run_checks(spark, fresh_iot, iot, home, run_id="clean-run")
+    assert report.violated == [], report.text()
+    assert [t.table for t in report.tables] == list(iot.table_names)
+    for table in report.tables:
+        assert sorted(r.expectation for r in table.results) == sorted(
+            d.label for d in suite_declarations(iot.table(table.table))
+        )
+    recorded = QualityLog(fresh_iot).run("clean-run")
+    assert recorded.height == sum(len(suite_declarations(t)) for t in iot.tables)
+    assert recorded["origin"].unique().to_list() == ["check"]
+    assert all(recorded.filter(recorded["action"] != "warn")["success"])
+    spikes = recorded.filter(recorded["expectation"] == "signal_within_alert_threshold").row(0, named=True)
+    assert not spikes["success"] and spikes["unexpected_count"] > 0  # a warning: reported, not failed
+
+    site = docs_dir(home)
+    index = (site / "index.html").read_text()
+    for table in iot.table_names:
+        assert f"iot.{table}" in index  # every suite is listed
+    suite_page = (site / "expectations/iot/silver/device_events.html").read_text()
+    for text in ("event_id", "registered", "min_signal", "alert_threshold"):
+        assert text in suite_page  # its expectations are rendered
+    assert list((site / "validations/iot/silver/device_events").rglob("*.html"))  # and this run
+
+
+def test_a_violated_check_is_reported_with_its_offending_rows(
+    spark, fresh_iot: Lake, iot: Pipeline, tmp_path: Path
+) -> None:
+    duplicated = duplicate_one_silver_row(spark, fresh_iot)
+    stats = fresh_iot.table("gold.device_type_stats")
+    first = spark.read.format("delta").load(stats).agg({"window_start": "min"}).collect()[0][0]
+    spark.sql(
+        f"UPDATE delta.`{stats}` SET events = events + 1 WHERE window_start = '{first}'"
+    )  # a lost update
+    report = run_checks(
+        spark,
+        fresh_iot,
+        iot,
+        tmp_path / "quality",
+        ["silver.device_events", "gold.device_type_stats"],
+        "bad-run",
+    )
+    assert [t.table for t in report.violated] == ["silver.device_events", "gold.device_type_stats"]
+    silver, gold = report.violated
+    assert [(v.expectation, v.unexpected_count) for v in silver.violations] == [("event_id_unique", 2)]
+    assert silver.violations[0].examples[:2] == [duplicated, duplicated]
+    assert [v.expectation for v in gold.violations] == ["window_counts_match_silver"]
+    assert gold.violations[0].unexpected_count >= 1
+    text = report.text()
+    assert "2 of 2 table(s) VIOLATED" in text and "FAIL event_id_unique [fail]" in text and duplicated in text
+
+    # Airflow's verdict tasks rebuild the same report from the history, Spark-free
+    again = results_from_log(QualityLog(fresh_iot).run("bad-run"), "silver.device_events")
+    assert [(v.expectation, v.unexpected_count) for v in again.violations] == [("event_id_unique", 2)]
