@@ -21,7 +21,7 @@ import time
 from typing import TYPE_CHECKING, TypeVar
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Sequence
 
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.types import StructType
@@ -52,21 +52,45 @@ def retry_on_conflict(action: Callable[[], T], what: str) -> T:
     raise AssertionError("unreachable")
 
 
-def ensure_table(spark: SparkSession, path: str, schema: StructType, table: Table) -> None:
+def nullable(schema: StructType) -> StructType:
+    """``schema`` with every column nullable.
+
+    Spark derives nullability from the plan (a literal or a count is never null), so the stream
+    and the backfill of one table, or its first and a later writer, can disagree; Delta would
+    turn the first writer's accident into a NOT NULL constraint that the next writer violates.
+    """
+    from pyspark.sql.types import StructField, StructType
+
+    return StructType([StructField(f.name, f.dataType, True, f.metadata) for f in schema.fields])
+
+
+def ensure_table(
+    spark: SparkSession,
+    path: str,
+    schema: StructType,
+    table: Table,
+    *,
+    name: str | None = None,
+    comment: str | None = None,
+    partition_by: Sequence[str] | None = None,
+) -> None:
     """Create the Delta table (schema, partitioning) if it does not exist yet.
 
     Streams create their output before starting so that downstream streams can start too.
+    ``name``, ``comment`` and ``partition_by`` default to ``table``'s (a quarantine overrides them).
     """
     from delta.tables import DeltaTable
 
     if DeltaTable.isDeltaTable(spark, path):
         return
-    builder = DeltaTable.createIfNotExists(spark).location(path).addColumns(schema)
-    if table.description:
-        builder = builder.comment(table.description)
-    if table.partition_by:
-        builder = builder.partitionedBy(*table.partition_by)
-    retry_on_conflict(builder.execute, f"create {table.name}")
+    comment = table.description if comment is None else comment
+    partition_by = table.partition_by if partition_by is None else partition_by
+    builder = DeltaTable.createIfNotExists(spark).location(path).addColumns(nullable(schema))
+    if comment:
+        builder = builder.comment(comment)
+    if partition_by:
+        builder = builder.partitionedBy(*partition_by)
+    retry_on_conflict(builder.execute, f"create {name or table.name}")
 
 
 def latest_per_key(df: DataFrame, table: Table) -> DataFrame:

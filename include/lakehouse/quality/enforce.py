@@ -292,19 +292,17 @@ class QualityGate:
         retry_on_conflict(lambda: writer.save(self.quarantine_path), what)
 
     def _ensure_quarantine(self, rows: DataFrame) -> None:
-        from delta.tables import DeltaTable
+        from lakehouse.writes import ensure_table
 
-        from lakehouse.writes import retry_on_conflict
-
-        spark = rows.sparkSession
-        if self._quarantine_exists or DeltaTable.isDeltaTable(spark, self.quarantine_path):
-            self._quarantine_exists = True
+        if self._quarantine_exists:
             return
-        builder = (
-            DeltaTable.createIfNotExists(spark)
-            .location(self.quarantine_path)
-            .addColumns(rows.schema)
-            .comment(f"Rows of {self.table.name} that failed its expectations with action='drop'")
+        ensure_table(
+            rows.sparkSession,
+            self.quarantine_path,
+            rows.schema,
+            self.table,
+            name=quarantine_table(self.table.name),
+            comment=f"Rows of {self.table.name} that failed its expectations with action='drop'",
+            partition_by=(),
         )
-        retry_on_conflict(builder.execute, f"create {quarantine_table(self.table.name)}")
         self._quarantine_exists = True

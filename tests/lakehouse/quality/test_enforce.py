@@ -129,3 +129,26 @@ def test_a_replayed_micro_batch_quarantines_its_rows_once(spark, lake: Lake, iot
     assert quarantine.history(1).collect()[0].version == 1  # created, then written once
     write_batch(8)  # a new batch id is a new write
     assert quarantine.toDF().count() == 4
+
+
+def test_a_backfill_after_the_stream_replaces_its_slice_of_the_same_quarantine(
+    spark, read, lake: Lake, iot: Pipeline, iot_landing: Landing
+) -> None:
+    """The stream creates the quarantine (its batch ids are never null); a backfill of a slice
+    then writes rows without a batch id into that same table, replacing only its slice."""
+    generate(iot_landing, events=400, seed=9, start=START, unregistered_fraction=0.1)
+    run(spark, lake, iot, [BRONZE, SILVER])
+    quarantine = lambda: read(lake, quarantine_table(SILVER))  # noqa: E731
+    streamed = {r.event_id: r._origin for r in quarantine().collect()}
+    assert streamed and set(streamed.values()) == {"stream"}
+
+    slice_ = Slice(START, START + timedelta(minutes=20))
+    backfill(spark, lake, iot, slice_, [SILVER])
+    backfill(spark, lake, iot, slice_, [SILVER])  # twice is once
+    after = {r.event_id: (r._origin, r._batch_id) for r in quarantine().collect()}
+    assert set(after) == set(streamed)  # the same rows, none twice
+    in_slice = {
+        r.event_id for r in quarantine().where(slice_.condition("event_time")).select("event_id").collect()
+    }
+    assert in_slice and all(after[e] == ("backfill", None) for e in in_slice)
+    assert all(after[e][0] == "stream" for e in set(after) - in_slice)
