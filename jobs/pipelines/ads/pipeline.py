@@ -25,10 +25,15 @@ landing/ads/clicks/*.json      -> bronze.clicks      -> silver.clicks -------+--
   timers (``transformWithStateInPandas``, RocksDB).
 - gold ``user_status``: the latest status of each user.
 
+Table checks (run by the ``ads_quality`` DAG after every update): event ids unique in silver,
+attributed clicks within the attribution window, one row per campaign window, one status per
+user and only known statuses.
+
 Declarations only: no pyspark here (Airflow imports this module when parsing DAGs).
 """
 
-from lakehouse.spec import JsonFiles, Pipeline, State, Table, Upstream, Window
+from lakehouse.quality import gxe
+from lakehouse.spec import JsonFiles, Pipeline, State, Table, Upstream, Window, parse_duration
 
 IMPRESSIONS_LATE = "2 hours"  # how late an impression may arrive
 CLICKS_LATE = "3 hours"  # how late a click may arrive
@@ -72,6 +77,7 @@ pipeline = Pipeline(
             event_time="impression_time",
             watermark=IMPRESSIONS_LATE,
             keys=["impression_id"],
+            checks=[gxe.ExpectColumnValuesToBeUnique(column="impression_id", name="impression_id_unique")],
         ),
         Table(
             "silver.clicks",
@@ -81,6 +87,7 @@ pipeline = Pipeline(
             event_time="click_time",
             watermark=CLICKS_LATE,
             keys=["click_id"],
+            checks=[gxe.ExpectColumnValuesToBeUnique(column="click_id", name="click_id_unique")],
         ),
         Table(
             "gold.attributed_clicks",
@@ -91,6 +98,14 @@ pipeline = Pipeline(
             ],
             transform="transforms:attributed_clicks",
             event_time="click_time",
+            checks=[
+                gxe.ExpectColumnValuesToBeBetween(
+                    column="seconds_to_click",
+                    min_value=0,
+                    max_value=parse_duration(ATTRIBUTION, "ATTRIBUTION").total_seconds(),
+                    name="click_within_attribution_window",
+                )
+            ],
         ),
         Table(
             "gold.impression_clicks",
@@ -109,6 +124,11 @@ pipeline = Pipeline(
             keys=["window_start", "campaign_id"],
             write="aggregate",
             window=CTR_WINDOW,
+            checks=[
+                gxe.ExpectCompoundColumnsToBeUnique(
+                    column_list=["window_start", "campaign_id"], name="one_row_per_campaign_window"
+                )
+            ],
         ),
         Table(
             "gold.user_activity",
@@ -127,6 +147,12 @@ pipeline = Pipeline(
             keys=["user_id"],
             sequence_by=["status_time"],
             write="upsert",
+            checks=[
+                gxe.ExpectColumnValuesToBeUnique(column="user_id", name="one_status_per_user"),
+                gxe.ExpectColumnValuesToBeInSet(
+                    column="status", value_set=["active", "idle", "offline"], name="known_status"
+                ),
+            ],
         ),
     ],
 )

@@ -22,6 +22,7 @@ from lakehouse.flow import Slice
 from lakehouse.lake import Lake
 from lakehouse.landing import Landing
 from lakehouse.monitoring.progress import ProgressLog
+from lakehouse.quality.checks import run_checks
 from lakehouse.sources import INGESTED_AT, SOURCE_FILE
 from lakehouse.spec import Pipeline
 from lakehouse.stream import StreamRunner
@@ -323,3 +324,7 @@ def test_stream_equals_batch_for_every_gold_table(spark, read, ads: Pipeline, tm
     for name in touched:
         assertDataFrameEqual(read(streamed, name), before[name], checkRowOrder=False)
     assert not any(Path(streamed.root, "scratch").rglob("*.parquet"))
+
+    # the declared table checks (ads_quality) hold on what the streams and the backfill wrote
+    report = run_checks(spark, streamed, ads, tmp_path / "quality")
+    assert report.violated == [] and len(report.tables) == 5, report.text()
