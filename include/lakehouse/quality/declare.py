@@ -77,6 +77,11 @@ class Expectation:
         columns += [str(c) for c in self.kwargs.get("column_list") or ()]
         return f"{snake_case(self.gx_class)}({', '.join(columns)})"
 
+    def describe(self) -> str:
+        """One line for ``lakehouse describe``: label, GX class, arguments, action."""
+        arguments = ", ".join(f"{k}={v!r}" for k, v in self.kwargs.items())
+        return f"{self.label}: {self.gx_class}({arguments}) -> {self.action}"
+
     @property
     def severity(self) -> str:
         """GX's own severity: a ``warn`` failure is a warning, anything else critical."""

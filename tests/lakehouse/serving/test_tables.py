@@ -75,23 +75,27 @@ def test_describe_tells_shape_freshness_origin_and_expectations(demo, iot: Pipel
         silver.last_update is not None
         and silver.version == open_table("silver.device_events", lake=demo.lake).version()
     )
-    assert silver.expectations == ()  # the spec declares none (yet)
+    assert "device_registered: ExpectColumnValuesToBeInSet(column='registered', value_set=[True]) -> drop" in (
+        silver.expectations
+    )
+    assert len(silver.expectations) == len(iot.table("silver.device_events").expectations)
 
     stats = describe("gold.device_type_stats", {"iot": iot}, lake=demo.lake)
     assert stats.write == "aggregate" and stats.window == "10 minutes sliding by 5 minutes"
 
     @dataclasses.dataclass(frozen=True)
-    class Expect:
+    class Expect:  # any other declaration type is shown by its fields
         column: str
         rule: str
         action: str = "warn"
 
     table = iot.table("gold.device_status")
+    declared = table.expectations
     object.__setattr__(table, "expectations", (Expect("signal", "not null", "drop"),))
     try:
         status = describe("gold.device_status", {"iot": iot}, lake=demo.lake)
     finally:
-        object.__delattr__(table, "expectations")
+        object.__setattr__(table, "expectations", declared)
     assert status.expectations == ("Expect(column='signal', rule='not null', action='drop')",)
 
     ops = describe("ops.stream_progress", {"iot": iot}, lake=demo.lake)  # undeclared, on disk
