@@ -176,7 +176,13 @@ def demo(spark, iot: Pipeline, demo_root: Path, sql_server: SqlServer, secured_s
     # The first wave stops 15 minutes early, so the late wave holds each device's latest event
     # and the backfill visibly changes gold.device_status (time travel must see both versions).
     generate(
-        landing, events=400, files=2, seed=5, start=start, end=end - timedelta(minutes=15), **GENERATOR_OPTIONS
+        landing,
+        events=400,
+        files=2,
+        seed=5,
+        start=start,
+        end=end - timedelta(minutes=15),
+        **GENERATOR_OPTIONS,
     )
     with StreamRunner(spark, lake, iot) as runner:
         runner.run_incremental(iot.ordered())

@@ -75,8 +75,9 @@ def test_describe_tells_shape_freshness_origin_and_expectations(demo, iot: Pipel
         silver.last_update is not None
         and silver.version == open_table("silver.device_events", lake=demo.lake).version()
     )
-    assert "device_registered: ExpectColumnValuesToBeInSet(column='registered', value_set=[True]) -> drop" in (
-        silver.expectations
+    assert (
+        "device_registered: ExpectColumnValuesToBeInSet(column='registered', value_set=[True]) -> drop"
+        in (silver.expectations)
     )
     assert len(silver.expectations) == len(iot.table("silver.device_events").expectations)
 
