@@ -123,18 +123,35 @@ def test_make_up_prints_where_and_how_to_log_in(platform) -> None:
     assert any(landing.glob("*.json")), "the generator feeds the landing zone"
 
 
+def readme_block(name: str) -> str:
+    readme = (REPO / "README.md").read_text()
+    match = re.search(rf"<!-- run: {name} -->\n```bash\n(.*?)\n```", readme, re.DOTALL)
+    assert match, f"README has no '<!-- run: {name} -->' block"
+    return match[1]
+
+
+def test_the_readme_starts_with_make_up_and_make_test() -> None:
+    readme = (REPO / "README.md").read_text()
+    first = re.search(r"```bash\n(.*?)\n```", readme, re.DOTALL)[1].splitlines()
+    assert [line.split()[:2] for line in first] == [["make", "up"], ["make", "test"]]
+    assert "## Operating the streams from Airflow" in readme
+
+
 @pytest.mark.slow
-def test_trigger_over_the_rest_api(platform) -> None:
+def test_trigger_over_the_rest_api_as_the_readme_shows(platform) -> None:
     running, _ = platform
-    token = running.token()
-    running.api("PATCH", "/api/v2/dags/iot_stream_monitor", {"is_paused": False}, token=token)
-    run = running.api(
-        "POST",
-        "/api/v2/dags/iot_stream_monitor/dagRuns",
-        {"logical_date": None, "conf": {"restart": False}},
-        token,
+    env = {
+        **os.environ,
+        "LAKEHOUSE_AIRFLOW_PORT": str(running.conf.airflow_port),
+        "LAKEHOUSE_PLATFORM_DIR": str(running.conf.platform_dir),
+    }
+    script = readme_block("trigger-over-rest")
+    result = subprocess.run(
+        ["bash", "-euo", "pipefail", "-c", script], env=env, capture_output=True, text=True, timeout=120
     )
-    assert run["conf"] == {"restart": False}
+    assert result.returncode == 0, result.stdout + result.stderr
+    run = json.loads(result.stdout)
+    assert run["dag_id"] == "iot_stream_monitor" and run["conf"] == {"restart": False}
     finished = wait_for_run(running, "iot_stream_monitor", run["dag_run_id"])
     assert finished["state"] == "success"
     run_path = f"/api/v2/dags/iot_stream_monitor/dagRuns/{quote(run['dag_run_id'], safe='')}"

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import signal
+import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -35,11 +36,15 @@ def test_deploy_monitor_kill_restart_stop(
     lake = Lake(dag_env["LAKEHOUSE_ROOT"])
     control = FlowControl(Path(lake.root) / "control", "iot")
     landed = {"lines": 0, "ids": set()}
+    began = time.monotonic()
+
+    def phase(name: str) -> None:  # timings in the captured output of a failure
+        print(f"{time.monotonic() - began:6.1f} s  {name}", flush=True)
 
     def land(wave: int) -> None:
         """One hour of traffic (late events, duplicates, malformed lines) per wave."""
         summary = generate(
-            Landing(lake, iot), events=300, files=1, seed=wave, start=START + timedelta(hours=wave),
+            Landing(lake, iot), events=150, files=1, seed=wave, start=START + timedelta(hours=wave),
             late_fraction=0.1, duplicate_fraction=0.05, malformed_fraction=0.02,
         )  # fmt: skip
         landed["lines"] += summary.lines
@@ -79,6 +84,12 @@ def test_deploy_monitor_kill_restart_stop(
         assert len({(lease.pid, lease.jvm_pid) for lease in leases}) == 1, "one driver runs the 4 flows"
         return leases[0].pid, leases[0].jvm_pid
 
+    # triggered first: one availableNow run of every flow, from landing to gold
+    land(0)
+    airflow_run("iot_incremental").value("run_incremental")
+    assert caught_up(), "the incremental run carried the wave to gold"
+    phase("incremental run")
+
     # deploy: one detached spark-submit driver for the four flows; the task ends, the driver runs
     land(1)
     deployed = airflow_run("iot_stream_deploy", {"interval": "1 second"}).value("deploy")
@@ -86,18 +97,29 @@ def test_deploy_monitor_kill_restart_stop(
         m.startswith("running: driver pid") for m in deployed.values()
     )
     python_pid, jvm_pid = driver()
+    phase("deployed")
     poll(caught_up, 300, "the first wave to reach gold")
+    phase("first wave in gold")
     run = airflow_run("iot_stream_monitor")
+    phase("monitor: healthy")
+    incremental = airflow_run("iot_incremental")
+    incremental.value("run_incremental")
+    for flow in FLOWS:  # the triggered run leaves the continuous flows alone
+        assert f"skipped: flow '{flow}' already runs (continuous)" in incremental.output
     assert run.value("restart_dead_flows") == {}
     assert [run.value(check) for check in CHECKS] == ["healthy"] * 4
     assert "batch " in run.output and "watermark" in run.output, "figures in the task log"
+    phase("incremental run skipped the continuous flows")
 
     # SIGKILL of the Python driver: its JVM exits too, the monitor restarts the flows
     land(2)
     os.kill(python_pid, signal.SIGKILL)
     poll(lambda: not any(control.running(flow) for flow in FLOWS), 60, "the killed driver to be seen dead")
+    phase("python driver killed")
     monitor_restarts_all("Python driver")
+    phase("monitor: restarted")
     poll(caught_up, 300, "the second wave to reach gold after the restart")
+    phase("second wave in gold")
     assert_exactly_once()
 
     # SIGKILL of the JVM: the kernel kills its Python driver at once, the monitor restarts
@@ -106,13 +128,17 @@ def test_deploy_monitor_kill_restart_stop(
     os.kill(jvm_pid, signal.SIGKILL)
     poll(lambda: not Proc(python_pid, None).alive(), 10, "the JVM's Python driver to die with it")
     assert not any(control.running(flow) for flow in FLOWS)
+    phase("JVM killed")
     monitor_restarts_all("JVM")
+    phase("monitor: restarted")
     poll(caught_up, 300, "the third wave to reach gold after the restart")
+    phase("third wave in gold")
     assert_exactly_once()
 
     # stop: every flow finishes its micro-batch, releases its lease; the driver exits
     python_pid, jvm_pid = driver()
     stopped = airflow_run("iot_stream_stop").value("stop")
+    phase("stopped")
     assert all(message.startswith("stopped in") for message in stopped.values()), stopped
     assert all(control.lease(flow) is None and control.deployment(flow) is None for flow in FLOWS)
     poll(lambda: not Proc(jvm_pid, None).alive() and not Proc(python_pid, None).alive(), 60, "exit")
