@@ -258,18 +258,21 @@ def airflow_banner(platform: Platform) -> str:
     return f"Airflow UI   {platform.url}   login: {ADMIN} / {platform.password()}"
 
 
-def generator(pipeline: str) -> Service:
-    """Land a few events of ``pipeline`` every 5 seconds (its declared generator)."""
-    return Service(
-        f"generator-{pipeline}",
-        lambda platform: [str(BIN / "lakehouse"), "generate", pipeline, "--continuous", "--events", "50",
-                          "--every", "5"],
-    )  # fmt: skip
+def generators() -> list[Service]:
+    """One process per pipeline that declares a generator, landing a few events every 5 s."""
+    from lakehouse import registry
+
+    def command(name: str) -> Callable[[Platform], list[str]]:
+        args = ["generate", name, "--continuous", "--events", "50", "--every", "5"]
+        return lambda platform: [str(BIN / "lakehouse"), *args]
+
+    found = registry.discover(settings().pipelines_package)
+    return [Service(f"generator-{name}", command(name)) for name, p in found.items() if p.generator]
 
 
 SERVICES: list[Service] = [
     Service("airflow", lambda platform: [str(BIN / "airflow"), "standalone"], airflow_ready, airflow_banner),
-    generator("iot"),
+    *generators(),
 ]
 """What ``make up`` runs, in start order (``make down`` stops them in reverse)."""
 

@@ -9,6 +9,7 @@ else to ``LAKEHOUSE_SPARK_MASTER`` (default ``local[*]``).
 from __future__ import annotations
 
 import functools
+import os
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -27,10 +28,15 @@ FlowOption = Annotated[
 
 
 def _operational(command: Callable[..., Any]) -> Callable[..., Any]:
-    """Drivers that fail to start or stop, or a missing connection: one clear line, exit 1."""
+    """Drivers that fail to start or stop, or a missing connection: one clear line, exit 1.
+
+    Airflow (imported to build spark-submit commands from the connection) gets the embedded
+    platform's home unless AIRFLOW_HOME says otherwise, not ~/airflow.
+    """
 
     @functools.wraps(command)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
+        os.environ.setdefault("AIRFLOW_HOME", str(_settings().platform_dir / "airflow"))
         from lakehouse.orchestration.operations import DriverStartFailed, FlowStopTimeout
         from lakehouse.orchestration.submit import SparkConnectionMissing
 

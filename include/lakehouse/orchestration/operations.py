@@ -24,7 +24,7 @@ from lakehouse.control import Deployment, FlowControl
 from lakehouse.lake import Lake
 from lakehouse.monitoring.health import FlowHealth, evaluate
 from lakehouse.monitoring.progress import ProgressLog
-from lakehouse.spec import Pipeline, parse_duration
+from lakehouse.spec import Pipeline, SpecError, parse_duration
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -112,17 +112,28 @@ def start_drivers(
     timeout: float = START_TIMEOUT,
 ) -> dict[str, str]:
     """Launch one driver per ``(flows, interval)``; wait until each flow's query has started
-    under a lease of its new driver. Raises :class:`DriverStartFailed` with the log tails."""
+    under a lease of its new driver. Raises :class:`DriverStartFailed` with the log tails.
+
+    A driver whose flows read a flow another of these drivers starts is launched once that
+    one's query started (it creates its table first); independent drivers start together.
+    """
     control = FlowControl(settings.control_path, pipeline.name)
     since = _now()
-    pending = [launch(flows, interval) for flows, interval in drivers if flows]
+    waiting = [(tuple(flows), interval) for flows, interval in drivers if flows]
+    starting = {flow for flows, _ in waiting for flow in flows}
+    launched: list[LaunchedDriver] = []
     messages: dict[str, str] = {}
     failures: list[str] = []
     exited: list[str] = []
     deadline = time.monotonic() + timeout
-    while pending:
+    while waiting or launched:
         started = _started_flows(settings, pipeline, since)
-        for driver in list(pending):
+        for flows, interval in list(waiting):
+            upstreams = {up for flow in flows for up in pipeline.table(flow).upstream_names}
+            if not (upstreams & starting) - set(flows) - started:
+                waiting.remove((flows, interval))
+                launched.append(launch(flows, interval))
+        for driver in list(launched):
             leases = [control.lease(flow) for flow in driver.flows]
             if all(
                 lease and lease.live() and lease.acquired_at >= since and lease.flow in started
@@ -134,26 +145,42 @@ def start_drivers(
                         f"running: driver pid {lease.pid} (JVM {lease.jvm_pid or '-'}) on {lease.host}, "
                         f"log {driver.log_file}"
                     )
-                pending.remove(driver)
+                launched.remove(driver)
             elif (code := driver.poll()) is not None:
-                pending.remove(driver)
+                launched.remove(driver)
                 exited += driver.flows
                 failures.append(
                     f"the driver of {', '.join(driver.flows)} exited with code {code} before its flows "
                     f"started; last lines of {driver.log_file}:\n{_tail(driver.log_file)}"
                 )
-        if pending and time.monotonic() > deadline:
+        if failures:  # drivers still waiting for an upstream that will not come
+            exited += [flow for flows, _ in waiting for flow in flows]
+            waiting.clear()
+        if launched and time.monotonic() > deadline:
             failures += [
                 f"the driver of {', '.join(d.flows)} (pid {d.pid}) did not start its flows within "
                 f"{timeout:.0f} s; it may still come up (the monitor watches it); log {d.log_file}"
-                for d in pending
+                for d in launched
             ]
             break
-        if pending:
+        if waiting or launched:
             time.sleep(2)
     if failures:
         raise DriverStartFailed("\n".join(failures), exited)
     return messages
+
+
+def _missing_upstreams(settings: Settings, pipeline: Pipeline, flows: Sequence[str]) -> list[str]:
+    """Problems of flows whose upstream table neither exists nor is among ``flows``."""
+    from lakehouse.monitoring.ops_tables import exists
+
+    lake = Lake.from_settings(settings)
+    return [
+        f"{flow} reads {up}, whose table does not exist yet: deploy {up} too (or run it once)"
+        for flow in flows
+        for up in pipeline.table(flow).upstream_names
+        if up not in flows and not exists(lake.table(up))
+    ]
 
 
 def deploy(
@@ -171,6 +198,8 @@ def deploy(
     interval = interval or settings.trigger_interval
     parse_duration(interval, "interval")
     flows = [t.name for t in pipeline.select(flows)]
+    if problems := _missing_upstreams(settings, pipeline, flows):
+        raise SpecError("; ".join(problems))
     control = FlowControl(settings.control_path, pipeline.name)
     messages: dict[str, str] = {}
     with control.operations_lock():

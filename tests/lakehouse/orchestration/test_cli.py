@@ -90,6 +90,13 @@ def test_deploy_reports_a_driver_that_cannot_start(
     assert control.deployment("bronze.device_events") is None, "the monitor must not retry it"
 
 
+def test_deploy_refuses_a_flow_whose_upstream_table_does_not_exist(control: FlowControl) -> None:
+    code, output = invoke("deploy", "iot", "--flow", "silver.device_events")
+    assert code == 2, output
+    assert "silver.device_events reads bronze.device_events, whose table does not exist yet" in output
+    assert not control.logs.exists(), "no driver was launched"
+
+
 def test_deploy_rejects_a_bad_interval_before_launching(control: FlowControl) -> None:
     code, output = invoke("deploy", "iot", "--interval", "soon")
     assert code == 2 and "'soon' is not a duration" in output, output

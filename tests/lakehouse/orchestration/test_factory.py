@@ -125,6 +125,12 @@ def test_tables_are_assets_declared_by_the_tasks_that_write_them(dags: dict) -> 
     assert all(t.outlets[0].name == "iot_stream_updates" for t in checks)
 
 
+def test_incremental_runs_skip_the_flows_that_run_continuously(dags: dict) -> None:
+    [task] = dags["iot_incremental"].tasks
+    assert task.application_args[:4] == ["run", "iot", "--trigger", "incremental"]
+    assert "--skip-if-running" in task.application_args  # see test_cli for what it does
+
+
 def test_backfill_slice_comes_from_params_or_the_data_interval() -> None:
     start = datetime(2026, 1, 1, tzinfo=UTC)
     assert factory.slice_bound("2026-02-01", start, "start") == "2026-02-01"
