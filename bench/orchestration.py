@@ -159,7 +159,8 @@ def drivers(settle: float) -> None:
             label = "one driver per flow" if isolate else "one shared driver"
             print(
                 f"  {label:<20} {len(jvms)} JVM(s): all queries started in {startup:5.1f} s; "
-                f"RSS {rss_after:6.0f} MiB; CPU {cpu_share:4.2f} cores under a 10 events/s trickle"
+                f"RSS {rss_after:6.0f} MiB; CPU {cpu_share:4.2f} cores over the next {settle:.0f} s "
+                "(a 2,000-event backlog, then 10 events/s)"
             )
 
 
