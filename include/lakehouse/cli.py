@@ -253,11 +253,13 @@ def backfill(
     flow = _split(flow)
     spec.select(flow)  # unknown flow names fail before Spark starts
     from lakehouse.batch import backfill as run_backfill
+    from lakehouse.control import FlowControl
     from lakehouse.session import spark_session
 
     conf = _settings()
-    spark = spark_session(conf, app_name=f"lakehouse-{pipeline}-backfill")
-    steps = run_backfill(spark, Lake.from_settings(conf), spec, slice_, flow, downstream=downstream)
+    with FlowControl(conf.control_path, pipeline).backfill_lock():
+        spark = spark_session(conf, app_name=f"lakehouse-{pipeline}-backfill")
+        steps = run_backfill(spark, Lake.from_settings(conf), spec, slice_, flow, downstream=downstream)
     view = RichTable(title=f"{pipeline}: backfill {slice_.label}", title_justify="left")
     for column in ("table", "slice", "rows written", "seconds"):
         view.add_column(column)

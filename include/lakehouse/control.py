@@ -9,6 +9,7 @@ runs drivers or Airflow tasks; default ``<root>/control``):
 ``<flow>.deployed``           the flow should run continuously (the monitor restarts it)
 ``<flow>.restarts``           when the monitor restarted it (the restart budget)
 ``.operations.lock``          serializes deploy / restart / stop of the pipeline's flows
+``.backfill.lock``            serializes the pipeline's backfills
 ``logs/``                     one log file per launched driver
 ============================  =============================================================
 
@@ -244,6 +245,22 @@ class FlowControl:
         """Held while deploying, restarting or stopping flows, so that a deploy, the monitor
         and a stop never act on the same flows at once."""
         return _flock(self.dir / ".operations.lock")
+
+    @contextlib.contextmanager
+    def backfill_lock(self) -> Iterator[None]:
+        """Held by a backfill: backfills of one pipeline run one after another (adjacent slices
+        share the windows across their boundary), whether Airflow runs them in parallel or not."""
+        self.dir.mkdir(parents=True, exist_ok=True)
+        with open(self.dir / ".backfill.lock", "a+") as handle:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                log.info("waiting for another backfill of %s to finish", self.pipeline)
+                fcntl.flock(handle, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(handle, fcntl.LOCK_UN)
 
     # ------------------------------------------------------------------ leases
     def lease(self, flow: str) -> Lease | None:

@@ -178,3 +178,32 @@ def test_deployments_reset_the_restart_budget(control: FlowControl) -> None:
     assert control.deployment(FLOW) == deployment and control.restarts(FLOW, since=hour_ago) == []
     control.undeploy(FLOW)
     assert control.deployment(FLOW) is None
+
+
+def test_backfills_of_a_pipeline_run_one_after_another(control: FlowControl) -> None:
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD_BACKFILL_LOCK, str(control.dir.parent)], stdout=subprocess.PIPE, text=True
+    )
+    assert holder.stdout.readline().strip() == "locked"
+    entered = threading.Event()
+
+    def second() -> None:
+        with control.backfill_lock():
+            entered.set()
+
+    thread = threading.Thread(target=second)
+    thread.start()
+    assert not entered.wait(1), "a second backfill waits"
+    holder.kill()  # the kernel releases the lock of a dead process
+    holder.wait()
+    assert entered.wait(10)
+    thread.join()
+
+
+HOLD_BACKFILL_LOCK = """
+import sys, time
+from lakehouse.control import FlowControl
+with FlowControl(sys.argv[1], "iot").backfill_lock():
+    print("locked", flush=True)
+    time.sleep(600)
+"""
