@@ -7,8 +7,9 @@ triggerer; SQLite; LocalExecutor; SimpleAuthManager) with this project's DAGs an
 zone. It waits until they serve, then prints the URL and the login. ``up`` is idempotent.
 
 ``down`` stops exactly what ``up`` started: running flow drivers first (gracefully; they stay
-deployed, so the monitor restarts them after the next ``up``), then each recorded process
-group, verified by pid and start time.
+deployed, so the monitor restarts them after the next ``up``), then every process each service
+started: its process group, its descendants, and whatever inherited its environment marker
+(detached drivers included), never a process older than the service.
 
 Another process is one more :class:`Service` in :data:`SERVICES`.
 
@@ -328,10 +329,15 @@ def down(platform: Platform) -> None:
     for pipeline in registry.discover(platform.conf.pipelines_package).values():
         control = FlowControl(platform.conf.control_path, pipeline.name)
         deployed = [t for t in pipeline.table_names if control.deployment(t) and control.running(t)]
-        if deployed:
+        if not deployed:
+            continue
+        try:
             messages = operations.stop(platform.conf, pipeline, deployed, timeout=120, keep_deployed=True)
-            for flow, message in messages.items():
-                print(f"  {pipeline.name} {flow}: {message} (still deployed: resumes after make up)")
+        except operations.FlowStopTimeout as exc:
+            print(f"  {pipeline.name}: {exc}; their drivers are killed with the services")
+            continue
+        for flow, message in messages.items():
+            print(f"  {pipeline.name} {flow}: {message} (still deployed: resumes after make up)")
     for service in reversed(SERVICES):
         platform.stop(service.name)
     print("Stopped.")
