@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -40,8 +41,9 @@ def airflow_env(home: Path) -> dict[str, str]:
 
 
 @pytest.fixture(scope="session")
-def airflow_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    home = tmp_path_factory.mktemp("airflow-home")
+def migrated_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """An Airflow metadata DB (SQLite), migrated once per session."""
+    home = tmp_path_factory.mktemp("airflow-template")
     result = subprocess.run(
         [str(BIN / "airflow"), "db", "migrate"],
         env=airflow_env(home),
@@ -50,6 +52,16 @@ def airflow_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
         timeout=600,
     )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    return home / "airflow.db"
+
+
+@pytest.fixture
+def airflow_home(migrated_db: Path, tmp_path: Path) -> Path:
+    """A fresh AIRFLOW_HOME per test (a copy of the migrated DB): each test's lake has its own
+    asset URIs, and Airflow keeps one URI per asset name."""
+    home = tmp_path / "airflow"
+    home.mkdir()
+    shutil.copy(migrated_db, home / "airflow.db")
     return home
 
 
