@@ -11,7 +11,7 @@ AUTH_JAR := .jars/spark/lakehouse-serving-auth.jar
 PYTEST_ARGS ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help bootstrap jars lint test demo up down clean lock
+.PHONY: help bootstrap jars browser lint test demo up down clean lock
 
 help: ## List the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -33,11 +33,14 @@ bootstrap: $(INSTALLED) $(JARS) $(AUTH_JAR) ## Create .venv and fetch the jars (
 
 jars: $(JARS) ## Fetch the Delta and Kafka jars from Maven Central into .jars/
 
+browser: ## Install Debian's chromium for the browser tests (a no-op when installed)
+	@scripts/install_chromium.sh
+
 lint: $(INSTALLED) ## ruff (with Airflow's AIR rules) and format check
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
-test: bootstrap lint ## Run the whole test suite (what CI runs)
+test: bootstrap browser lint ## Run the whole test suite (what CI runs)
 	$(BIN)/pytest $(PYTEST_ARGS)
 
 demo: bootstrap ## A finite end-to-end run: generate, run every flow once, show the tables

@@ -153,10 +153,14 @@ def run(
         typer.Option(help="Micro-batch interval of continuous flows (default LAKEHOUSE_TRIGGER_INTERVAL)."),
     ] = None,
     skip_if_running: Annotated[
-        bool, typer.Option(help="Exit successfully, doing nothing, when a flow already runs elsewhere.")
+        bool,
+        typer.Option(help="Skip (successfully) the flows another driver runs, instead of failing."),
     ] = False,
 ) -> None:
-    """Run flows as Structured Streaming queries into their Delta tables (one driver per flow)."""
+    """Run flows as Structured Streaming queries into their Delta tables (one driver per flow).
+
+    Each flow is leased by this driver while it runs: a second driver for it refuses to start.
+    """
     spec = _pipeline(pipeline)
     tables = spec.select(_split(flow))
     from lakehouse.control import FlowControl, LeaseHeld, LeaseKeeper
@@ -164,18 +168,28 @@ def run(
     from lakehouse.stream import FlowFailed, StreamRunner
 
     conf = _settings()
-    control = FlowControl(conf.control_path, pipeline)
-    names = [t.name for t in tables]
-    stop, lost = threading.Event(), threading.Event()
-    keeper = LeaseKeeper(control, names, trigger.value, conf.lease_ttl_seconds, on_lost=lambda _: lost.set())
-    try:
-        keeper.acquire()
-    except LeaseHeld as exc:
-        if skip_if_running:
-            console.print(f"skipped: {exc}")
-            return
-        raise UserError(f"{exc}; stop it first (lakehouse stop {pipeline} --flow {exc.lease.flow})") from None
     log = logging.getLogger("lakehouse")
+    control = FlowControl(conf.control_path, pipeline)
+    stop, lost = threading.Event(), threading.Event()
+
+    def fence(reason: str) -> None:
+        log.error("stopping every flow at once: %s", reason)
+        lost.set()
+
+    keeper = LeaseKeeper(control, [t.name for t in tables], trigger.value, conf.lease_ttl_seconds, fence)
+    try:
+        for skipped in keeper.acquire(skip_held=skip_if_running):
+            console.print(f"skipped: {skipped}")
+    except LeaseHeld as exc:
+        raise UserError(f"{exc}; stop it first: lakehouse stop {pipeline} --flow {exc.lease.flow}") from None
+    tables = tuple(t for t in tables if t.name in keeper.flows)
+    if not tables:
+        return
+
+    def flow_ended(item: Any) -> None:
+        keeper.release(item.flow)
+        control.clear_stop(item.flow)
+
     try:
         spark = spark_session(conf, app_name=f"lakehouse-{pipeline}-{trigger.value}")
         with StreamRunner(spark, Lake.from_settings(conf), spec) as runner:
@@ -185,20 +199,19 @@ def run(
                 for sig in (signal.SIGTERM, signal.SIGINT):
                     signal.signal(sig, lambda *_: stop.set())
                 log.info(
-                    "running %d flow(s) continuously; Ctrl-C, SIGTERM or `lakehouse stop` stops them",
-                    len(names),
+                    "running %d flow(s) continuously; Ctrl-C, SIGTERM or `lakehouse stop %s` stops them",
+                    len(tables),
+                    pipeline,
                 )
-
-                def should_stop() -> bool:
-                    return stop.is_set() or lost.is_set() or any(control.stop_requested(n) for n in names)
-
                 runs = runner.run_continuous(
-                    tables, interval or conf.trigger_interval, should_stop=should_stop, fence=lost.is_set
+                    tables,
+                    interval or conf.trigger_interval,
+                    should_stop=lambda name: stop.is_set() or control.stop_requested(name),
+                    fenced=lost.is_set,
+                    on_flow_end=flow_ended,
                 )
     finally:
         keeper.release()
-        for name in names:
-            control.clear_stop(name)
     if lost.is_set():
         raise FlowFailed(f"{pipeline}: lost the lease on its flows; stopped to let the new owner run")
     view = RichTable(title=f"{pipeline}: {trigger.value} run", title_justify="left")
@@ -244,11 +257,13 @@ def backfill(
     flow = _split(flow)
     spec.select(flow)  # unknown flow names fail before Spark starts
     from lakehouse.batch import backfill as run_backfill
+    from lakehouse.control import FlowControl
     from lakehouse.session import spark_session
 
     conf = _settings()
-    spark = spark_session(conf, app_name=f"lakehouse-{pipeline}-backfill")
-    steps = run_backfill(spark, Lake.from_settings(conf), spec, slice_, flow, downstream=downstream)
+    with FlowControl(conf.control_path, pipeline).backfill_lock():
+        spark = spark_session(conf, app_name=f"lakehouse-{pipeline}-backfill")
+        steps = run_backfill(spark, Lake.from_settings(conf), spec, slice_, flow, downstream=downstream)
     view = RichTable(title=f"{pipeline}: backfill {slice_.label}", title_justify="left")
     for column in ("table", "slice", "rows written", "seconds"):
         view.add_column(column)
@@ -483,9 +498,11 @@ def _age(seconds: float) -> str:
 
 
 # Commands of other areas live with their code: analysts' (sql, serve, history, describe,
-# users) in lakehouse.serving.commands, `quality` in lakehouse.quality.cli.
+# users) in lakehouse.serving.commands, `quality` in lakehouse.quality.cli, and deploy / stop /
+# health in lakehouse.orchestration.cli (which registers itself on `app` when imported).
 register_serving(app)
 register_quality(app)
+from lakehouse.orchestration import cli as _orchestration_commands  # noqa: E402, F401
 
 
 def main() -> None:

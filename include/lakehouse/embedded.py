@@ -1,21 +1,30 @@
-"""The embedded platform behind ``make up`` / ``make down``: Airflow standalone (api-server,
-scheduler, dag-processor, triggerer; SQLite; LocalExecutor) with this project's DAGs and Spark
-connection, plus a generator feeding the IoT landing zone.
+"""The embedded platform behind ``make up`` / ``make down``.
 
-Every process is started in its own process group and recorded under
-``<platform_dir>/pids``; ``down`` stops exactly those (and asks running flow drivers to stop
-gracefully first). ``up`` is idempotent: when the platform runs, it prints where it is.
+``up`` starts every :data:`SERVICES` entry, each in its own process group, and records it
+under ``<platform_dir>/run/``: Airflow standalone (api-server, scheduler, dag-processor,
+triggerer; SQLite; LocalExecutor; SimpleAuthManager) with this project's DAGs and a
+``spark_default`` connection to ``local[*]``, and a generator feeding each pipeline's landing
+zone. It waits until they serve, then prints the URL and the login. ``up`` is idempotent.
 
-Usage: ``python -m lakehouse.embedded up|down|env``
+``down`` stops exactly what ``up`` started: running flow drivers first (gracefully; they stay
+deployed, so the monitor restarts them after the next ``up``), then every process each service
+started: its process group, its descendants, and whatever inherited its environment marker
+(detached drivers included), never a process older than the service.
+
+Another process is one more :class:`Service` in :data:`SERVICES`.
+
+Usage: ``python -m lakehouse.embedded up|down|status|env``
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import secrets
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -23,10 +32,43 @@ import urllib.error
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from lakehouse.config import PROJECT_ROOT, Settings, settings
+from lakehouse.control import Proc
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 ADMIN = "admin"
+MARKER = "EMBEDDED_PLATFORM_SERVICE"
+BIN = Path(sys.executable).parent
+
+
+@dataclass(frozen=True)
+class Service:
+    """A long-running process of the platform.
+
+    ``command`` builds its argv; ``ready`` returns ``None`` once it serves, else what it is
+    waiting for; ``banner`` is its line in what ``up`` prints.
+    """
+
+    name: str
+    command: Callable[[Platform], list[str]]
+    ready: Callable[[Platform], str | None] = lambda platform: None
+    banner: Callable[[Platform], str] | None = None
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def port_in_use(port: int) -> bool:
+    with socket.socket() as sock:
+        sock.settimeout(1)
+        return sock.connect_ex(("127.0.0.1", port)) == 0
 
 
 @dataclass(frozen=True)
@@ -45,8 +87,8 @@ class Platform:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.conf.airflow_port}"
 
-    def pid_file(self, name: str) -> Path:
-        return self.dir / "pids" / f"{name}.pid"
+    def state_file(self, name: str) -> Path:
+        return self.dir / "run" / f"{name}.json"
 
     def log_file(self, name: str) -> Path:
         return self.dir / "logs" / f"{name}.log"
@@ -60,139 +102,244 @@ class Platform:
             path.chmod(0o600)
         return json.loads(path.read_text())[ADMIN]
 
+    def ports(self, fresh: bool = False) -> dict[str, int]:
+        """Internal ports (Airflow's log servers): free ones picked at ``up``, then kept."""
+        path = self.dir / "run" / "ports.json"
+        if fresh or not path.exists():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(json.dumps({"worker_logs": free_port(), "trigger_logs": free_port()}))
+        return json.loads(path.read_text())
+
     def env(self) -> dict[str, str]:
-        """Environment of every platform process (Airflow's configuration lives here)."""
-        venv_bin = str(Path(sys.executable).parent)
-        port = self.conf.airflow_port
+        """Environment of every platform process (Airflow's whole configuration lives here)."""
+        port, ports = self.conf.airflow_port, self.ports()
         env = {
+            "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "False",
+            "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps({"conn_type": "spark", "host": "local[*]"}),
             **os.environ,
             **self.conf.to_env(),
-            "PATH": f"{venv_bin}:{os.environ.get('PATH', '')}",
+            "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', os.defpath)}",
             "AIRFLOW_HOME": str(self.airflow_home),
             "AIRFLOW__CORE__DAGS_FOLDER": str(PROJECT_ROOT / "dags"),
             "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
             "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
-            "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "False",
+            "AIRFLOW__CORE__PARALLELISM": "4",
+            # SQLite serializes writers: on a busy small machine the execution API answers slowly
+            "AIRFLOW__WORKERS__EXECUTION_API_TIMEOUT": "60",
             "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": f"{ADMIN}:admin",
             "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(self.dir / "passwords.json"),
             "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"http://127.0.0.1:{port}/execution/",
             "AIRFLOW__API__HOST": "127.0.0.1",
             "AIRFLOW__API__PORT": str(port),
             "AIRFLOW__API__BASE_URL": self.url,
-            "AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT": str(port + 713),
-            "AIRFLOW__LOGGING__TRIGGER_LOG_SERVER_PORT": str(port + 714),
+            "AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT": str(ports["worker_logs"]),
+            "AIRFLOW__LOGGING__TRIGGER_LOG_SERVER_PORT": str(ports["trigger_logs"]),
             "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "30",
             "PYTHONUNBUFFERED": "1",
         }
-        env.setdefault("AIRFLOW_CONN_SPARK_DEFAULT", json.dumps({"conn_type": "spark", "host": "local[*]"}))
         return env
 
     # ------------------------------------------------------------------ processes
-    def running(self, name: str) -> int | None:
+    def running(self, name: str) -> Proc | None:
+        """The service's process group leader, if it still runs (checked by pid and start time)."""
         try:
-            pid = int(self.pid_file(name).read_text())
-            os.kill(pid, 0)
-            return pid
-        except (FileNotFoundError, ValueError, ProcessLookupError, PermissionError):
+            state = json.loads(self.state_file(name).read_text())
+        except (FileNotFoundError, ValueError):
             return None
+        leader = Proc(state["pid"], state["start"])
+        return leader if leader.alive() else None
 
-    def start(self, name: str, command: list[str]) -> int:
-        if pid := self.running(name):
-            print(f"  {name}: already running (pid {pid})")
-            return pid
-        for path in (self.pid_file(name), self.log_file(name)):
+    def marker(self, name: str) -> str:
+        """Value of :data:`MARKER` in the environment of the service and everything it starts."""
+        return f"{name}@{self.dir}"
+
+    def processes(self, name: str) -> list[int]:
+        """Pids of the live processes the service started: its process group, its descendants,
+        and whatever inherited its environment marker (orphans, Airflow task processes in their
+        own groups); never anything older than the service."""
+        import psutil
+
+        try:
+            state = json.loads(self.state_file(name).read_text())
+        except (FileNotFoundError, ValueError):
+            return []
+        leader, since, marker = state["pid"], state["start"] - 1, self.marker(name)
+        found: set[int] = set()
+        with contextlib.suppress(psutil.Error):
+            found.update(child.pid for child in psutil.Process(leader).children(recursive=True))
+        for process in psutil.process_iter(["pid", "create_time", "status"]):
+            try:
+                if process.info["create_time"] < since or process.info["status"] == psutil.STATUS_ZOMBIE:
+                    found.discard(process.pid)
+                elif os.getpgid(process.pid) == leader or process.environ().get(MARKER) == marker:
+                    found.add(process.pid)
+            except (ProcessLookupError, psutil.Error):
+                continue
+        return sorted(pid for pid in found if psutil.pid_exists(pid))
+
+    def start(self, service: Service) -> None:
+        if leader := self.running(service.name):
+            print(f"  {service.name}: already running (pid {leader.pid})")
+            return
+        for path in (self.state_file(service.name), self.log_file(service.name)):
             path.parent.mkdir(parents=True, exist_ok=True)
-        with open(self.log_file(name), "ab") as out:
+        command = service.command(self)
+        env = {**self.env(), MARKER: self.marker(service.name)}
+        with open(self.log_file(service.name), "ab") as out:
             process = subprocess.Popen(
                 command, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-                env=self.env(), cwd=PROJECT_ROOT, start_new_session=True,
+                env=env, cwd=PROJECT_ROOT, start_new_session=True,
             )  # fmt: skip
-        self.pid_file(name).write_text(str(process.pid))
-        print(f"  {name}: started (pid {process.pid}, log {self.log_file(name)})")
-        return process.pid
+        started = Proc.of(process.pid)
+        state = {"pid": process.pid, "start": started.start if started else time.time(), "command": command}
+        self.state_file(service.name).write_text(json.dumps(state))
+        print(f"  {service.name}: started (pid {process.pid}, log {self.log_file(service.name)})")
 
-    def stop(self, name: str, timeout: float = 30) -> None:
-        pid = self.running(name)
-        if pid is None:
-            self.pid_file(name).unlink(missing_ok=True)
-            return
-        os.killpg(pid, signal.SIGTERM)
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline and self.running(name):
-            time.sleep(0.5)
-        if self.running(name):
-            os.killpg(pid, signal.SIGKILL)
-        self.pid_file(name).unlink(missing_ok=True)
-        print(f"  {name}: stopped (pid {pid})")
+    def stop(self, name: str, timeout: float = 60) -> None:
+        """SIGTERM the service's process group (Airflow shuts its components down), then
+        SIGKILL whatever it started that is still alive after ``timeout``."""
+        tracked = {pid: proc for pid in self.processes(name) if (proc := Proc.of(pid))}
+        if tracked:
+            leader = json.loads(self.state_file(name).read_text())["pid"]
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(leader, signal.SIGTERM)
+            deadline = time.monotonic() + timeout
+            while time.monotonic() < deadline:
+                tracked.update({pid: proc for pid in self.processes(name) if (proc := Proc.of(pid))})
+                if not any(proc.alive() for proc in tracked.values()):
+                    break
+                time.sleep(0.5)
+            leftover = [proc.pid for proc in tracked.values() if proc.alive()]
+            self._signal(leftover, signal.SIGKILL)
+            print(f"  {name}: stopped ({len(tracked)} process(es), {len(leftover)} killed)")
+        self.state_file(name).unlink(missing_ok=True)
 
-    # ------------------------------------------------------------------ health
-    def wait_healthy(self, timeout: float = 240) -> None:
-        """Wait until every Airflow component reports healthy and the DAGs are registered."""
-        deadline = time.monotonic() + timeout
-        last = "no answer"
-        while time.monotonic() < deadline:
-            try:
-                with urllib.request.urlopen(f"{self.url}/api/v2/monitor/health", timeout=5) as answer:
-                    health = json.load(answer)
-                states = {k: v.get("status") for k, v in health.items()}
-                if all(s == "healthy" for s in states.values()) and self._dags_registered():
-                    return
-                last = f"components {states}, DAGs not all registered yet"
-            except (urllib.error.URLError, OSError, ValueError) as exc:
-                last = str(exc)
-            if self.running("airflow") is None:
-                raise RuntimeError(f"Airflow exited; see {self.log_file('airflow')}")
-            time.sleep(2)
-        raise TimeoutError(
-            f"Airflow not healthy after {timeout:.0f} s ({last}); see {self.log_file('airflow')}"
-        )
+    @staticmethod
+    def _signal(pids: list[int], sig: signal.Signals) -> None:
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, sig)
+
+    # ------------------------------------------------------------------ Airflow's REST API
+    def api(self, method: str, path: str, body: object = None, token: str | None = None) -> object:
+        """Call Airflow's REST API v2 as the admin user; the parsed JSON answer."""
+        headers = {"Content-Type": "application/json"}
+        if path != "/auth/token":
+            headers["Authorization"] = f"Bearer {token or self.token()}"
+        data = json.dumps(body).encode() if body is not None else None
+        request = urllib.request.Request(f"{self.url}{path}", data=data, headers=headers, method=method)
+        with urllib.request.urlopen(request, timeout=30) as answer:
+            return json.load(answer)
 
     def token(self) -> str:
-        body = json.dumps({"username": ADMIN, "password": self.password()}).encode()
-        request = urllib.request.Request(
-            f"{self.url}/auth/token", data=body, headers={"Content-Type": "application/json"}, method="POST"
-        )
-        with urllib.request.urlopen(request, timeout=10) as answer:
-            return json.load(answer)["access_token"]
-
-    def _dags_registered(self) -> bool:
-        from lakehouse import registry
-
-        expected = {
-            f"{p}_{suffix}"
-            for p in registry.discover(self.conf.pipelines_package)
-            for suffix in ("stream_deploy", "stream_monitor", "stream_stop", "incremental", "backfill")
-        }
-        request = urllib.request.Request(
-            f"{self.url}/api/v2/dags?limit=1000", headers={"Authorization": f"Bearer {self.token()}"}
-        )
-        with urllib.request.urlopen(request, timeout=10) as answer:
-            found = {d["dag_id"] for d in json.load(answer)["dags"]}
-        return expected <= found
+        answer = self.api("POST", "/auth/token", {"username": ADMIN, "password": self.password()})
+        return str(answer["access_token"])  # type: ignore[index]
 
 
-def up(platform: Platform) -> None:
-    platform.password()
+# --------------------------------------------------------------------------- services
+
+
+def airflow_ready(platform: Platform) -> str | None:
+    """Every Airflow component healthy and every generated DAG parsed."""
+    from lakehouse.orchestration.factory import build_all
+
+    try:
+        health = platform.api("GET", "/api/v2/monitor/health")
+        states = {k: v.get("status") for k, v in health.items()}  # type: ignore[union-attr]
+        if not all(state == "healthy" for state in states.values()):
+            return f"components {states}"
+        found = {d["dag_id"] for d in platform.api("GET", "/api/v2/dags?limit=1000")["dags"]}  # type: ignore[index]
+        missing = set(build_all(platform.conf)) - found
+        return f"DAGs not parsed yet: {', '.join(sorted(missing))}" if missing else None
+    except (urllib.error.URLError, OSError, ValueError) as exc:
+        return f"no answer from {platform.url} ({exc})"
+
+
+def airflow_banner(platform: Platform) -> str:
+    return (
+        f"Airflow UI   {platform.url}   login: {ADMIN} / {platform.password()}\n"
+        f"  Data Docs    {platform.url}/quality-docs/   (Great Expectations; built by the *_quality DAGs)"
+    )
+
+
+def sql_server_ready(platform: Platform) -> str | None:
+    """The JDBC/Thrift port of ``lakehouse serve`` accepts connections."""
+    port = platform.conf.serve_port
+    return None if port_in_use(port) else f"JDBC port {port} not open yet"
+
+
+def sql_server_banner(platform: Platform) -> str:
+    conf = platform.conf
+    return (
+        f"SQL (JDBC)   jdbc:hive2://{conf.serve_host}:{conf.serve_port}/default   "
+        "(`lakehouse sql --server`, beeline, any Hive JDBC client)"
+    )
+
+
+def generators() -> list[Service]:
+    """One process per pipeline that declares a generator, landing a few events every 5 s."""
+    from lakehouse import registry
+
+    def command(name: str) -> Callable[[Platform], list[str]]:
+        args = ["generate", name, "--continuous", "--events", "50", "--every", "5"]
+        return lambda platform: [str(BIN / "lakehouse"), *args]
+
+    found = registry.discover(settings().pipelines_package)
+    return [Service(f"generator-{name}", command(name)) for name, p in found.items() if p.generator]
+
+
+SERVICES: list[Service] = [
+    Service("airflow", lambda platform: [str(BIN / "airflow"), "standalone"], airflow_ready, airflow_banner),
+    Service(
+        "sql-server", lambda platform: [str(BIN / "lakehouse"), "serve"], sql_server_ready, sql_server_banner
+    ),
+    *generators(),
+]
+"""What ``make up`` runs, in start order (``make down`` stops them in reverse)."""
+
+
+def wait_ready(platform: Platform, services: list[Service], timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    for service in services:
+        while (waiting := service.ready(platform)) is not None:
+            if platform.running(service.name) is None:
+                raise RuntimeError(f"{service.name} exited; see {platform.log_file(service.name)}")
+            if time.monotonic() > deadline:
+                raise TimeoutError(
+                    f"{service.name} not ready after {timeout:.0f} s ({waiting}); "
+                    f"see {platform.log_file(service.name)}"
+                )
+            time.sleep(2)
+
+
+def up(platform: Platform, timeout: float = 600) -> None:
     print(f"Starting the embedded platform (state in {platform.dir}):")
-    venv_bin = Path(sys.executable).parent
-    platform.start("airflow", [str(venv_bin / "airflow"), "standalone"])
-    platform.start(
-        "generator",
-        [str(venv_bin / "lakehouse"), "generate", "iot", "--continuous", "--events", "50", "--every", "5",
-         "--set", "unregistered_fraction=0.01"],
-    )  # fmt: skip
-    platform.start("sql-server", [str(venv_bin / "lakehouse"), "serve"])  # JDBC: lakehouse.serving
-    print("Waiting for Airflow to be healthy and the DAGs to be parsed ...", flush=True)
-    platform.wait_healthy()
+    if platform.running("airflow") is None:
+        if port_in_use(platform.conf.airflow_port):
+            raise SystemExit(
+                f"port {platform.conf.airflow_port} is in use (another Airflow?): "
+                "set LAKEHOUSE_AIRFLOW_PORT to a free port"
+            )
+        platform.ports(fresh=True)
+    if platform.running("sql-server") is None and port_in_use(platform.conf.serve_port):
+        raise SystemExit(
+            f"port {platform.conf.serve_port} is in use (another SQL server?): "
+            "set LAKEHOUSE_SERVE_PORT to a free port"
+        )
+    platform.password()
+    for service in SERVICES:
+        platform.start(service)
+    print("Waiting until every service serves and the DAGs are parsed ...", flush=True)
+    wait_ready(platform, SERVICES, timeout)
+    banners = "\n".join(f"  {service.banner(platform)}" for service in SERVICES if service.banner)
     print(
         f"""
 Lakehouse is up.
-  Airflow UI   {platform.url}   login: {ADMIN} / {platform.password()}
-  Data Docs    {platform.url}/quality-docs/   (Great Expectations; built by the *_quality DAGs)
+{banners}
   lake         {platform.conf.root}
-  SQL (JDBC)   jdbc:hive2://{platform.conf.serve_host}:{platform.conf.serve_port}/default   `lakehouse sql --server`, beeline
-  next         trigger iot_stream_deploy in the UI to start the continuous flows,
-               or watch iot_incremental (every 15 minutes); `lakehouse status iot` shows the tables.
+  next         trigger iot_stream_deploy to start the continuous flows (iot_stream_monitor
+               watches them), or let iot_incremental run every 15 minutes;
+               `lakehouse status iot` shows the tables
   stop         make down
 """
     )
@@ -203,28 +350,43 @@ def down(platform: Platform) -> None:
     from lakehouse.control import FlowControl
     from lakehouse.orchestration import operations
 
-    print("Stopping the embedded platform:")
+    print(f"Stopping the embedded platform (state in {platform.dir}):")
     for pipeline in registry.discover(platform.conf.pipelines_package).values():
         control = FlowControl(platform.conf.control_path, pipeline.name)
-        live = [t for t in pipeline.table_names if (lease := control.lease(t)) and lease.live()]
-        if live:
-            for flow, message in operations.stop(platform.conf, pipeline, live, timeout=120).items():
-                print(f"  {pipeline.name} {flow}: {message}")
-    for name in ("sql-server", "generator", "airflow"):
-        platform.stop(name)
+        deployed = [t for t in pipeline.table_names if control.deployment(t) and control.running(t)]
+        if not deployed:
+            continue
+        try:
+            messages = operations.stop(platform.conf, pipeline, deployed, timeout=120, keep_deployed=True)
+        except operations.FlowStopTimeout as exc:
+            print(f"  {pipeline.name}: {exc}; their drivers are killed with the services")
+            continue
+        for flow, message in messages.items():
+            print(f"  {pipeline.name} {flow}: {message} (still deployed: resumes after make up)")
+    for service in reversed(SERVICES):
+        platform.stop(service.name)
     print("Stopped.")
+
+
+def status(platform: Platform) -> int:
+    for service in SERVICES:
+        leader = platform.running(service.name)
+        print(f"  {service.name}: {f'running (pid {leader.pid})' if leader else 'stopped'}")
+    return 0 if all(platform.running(s.name) for s in SERVICES) else 1
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(prog="python -m lakehouse.embedded", description=__doc__.splitlines()[0])
-    parser.add_argument("command", choices=["up", "down", "env"])
+    parser.add_argument("command", choices=["up", "down", "status", "env"])
     command = parser.parse_args().command
     platform = Platform(settings())
     if command == "up":
         up(platform)
     elif command == "down":
         down(platform)
-    else:  # the environment to use Airflow's CLI against the embedded platform
+    elif command == "status":
+        return status(platform)
+    else:  # to use Airflow's CLI against the embedded platform: eval "$(make -s env)"
         for key, value in sorted(platform.env().items()):
             if key.startswith(("AIRFLOW", "LAKEHOUSE")):
                 print(f"export {key}='{value}'")

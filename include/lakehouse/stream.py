@@ -142,36 +142,53 @@ class StreamRunner:
         self,
         tables: Sequence[Table],
         interval: str,
-        should_stop: Callable[[], bool] = lambda: False,
+        should_stop: Callable[[str], bool] = lambda flow: False,
+        fenced: Callable[[], bool] = lambda: False,
+        on_flow_end: Callable[[FlowRun], None] = lambda run: None,
         poll_seconds: float = 1.0,
-        fence: Callable[[], bool] = lambda: False,
     ) -> list[FlowRun]:
-        """Run until ``should_stop()`` or a query fails; then stop every query gracefully,
-        or at once when ``fence()`` says another driver may take over (lease lost)."""
-        queries = {t.name: self.start(t, Trigger("continuous", interval)) for t in tables}
-        runs = {name: FlowRun(name, str(q.id)) for name, q in queries.items()}
-        failed: list[str] = []
+        """Run flows until every one has ended; raise :class:`FlowFailed` if any failed.
+
+        A flow ends gracefully when ``should_stop(flow)`` (its running micro-batch completes),
+        or on its own error, while the other flows keep running. All end at once, mid-batch,
+        when ``fenced()`` says another driver may take over (lost lease). ``on_flow_end`` is
+        called as each flow ends, e.g. to release its lease.
+        """
+        queries: dict[str, StreamingQuery] = {}
+        runs: dict[str, FlowRun] = {}
+
+        def end(name: str, graceful: bool) -> None:
+            query = queries.pop(name)
+            if graceful:
+                stop_gracefully(query)
+            else:
+                query.stop()
+            runs[name].absorb(query)
+            self.recorder.wait_terminated(str(query.id), timeout=30)
+            on_flow_end(runs[name])
+
         try:
-            while not should_stop():
-                for name, query in queries.items():
+            for table in tables:
+                queries[table.name] = self.start(table, Trigger("continuous", interval))
+                runs[table.name] = FlowRun(table.name, str(queries[table.name].id))
+            while queries and not fenced():
+                for name, query in list(queries.items()):
                     if not query.isActive:
                         error = query.exception()
-                        runs[name].exception = str(error) if error else "stopped"
-                        failed.append(name)
-                if failed:
-                    break
+                        runs[name].exception = str(error) if error else None
+                        log.log(logging.ERROR if error else logging.INFO, "%s ended: %s", name, error)
+                        end(name, graceful=False)
+                    elif should_stop(name):
+                        log.info("%s: stopping after its running micro-batch", name)
+                        end(name, graceful=True)
                 time.sleep(poll_seconds)
         finally:
-            for name, query in queries.items():
-                if fence():
-                    query.stop()
-                else:
-                    stop_gracefully(query)
-                runs[name].absorb(query)
-                self.recorder.wait_terminated(str(query.id), timeout=30)
+            for name in list(queries):
+                end(name, graceful=not fenced())
+        failed = [run for run in runs.values() if run.exception]
         if failed:
-            details = "; ".join(f"{n}: {runs[n].exception}" for n in failed)
-            raise FlowFailed(f"{self.pipeline.name}: flow(s) stopped: {details}")
+            details = "; ".join(f"{run.flow}: {run.exception}" for run in failed)
+            raise FlowFailed(f"{self.pipeline.name}: flow(s) failed: {details}")
         return list(runs.values())
 
 

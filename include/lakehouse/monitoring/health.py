@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from lakehouse.control import Lease
 
 State = Literal["stopped", "healthy", "starting", "dead", "stale", "failing", "exhausted"]
+STATES: tuple[State, ...] = ("stopped", "healthy", "starting", "dead", "stale", "failing", "exhausted")
 FAILED_STATES = ("stale", "failing", "exhausted")
 STARTUP_GRACE = timedelta(minutes=3)
 ERRORS_TO_FAIL = 3
@@ -59,13 +60,15 @@ def evaluate(
     now: datetime,
     figures: dict[str, Any] | None = None,
 ) -> FlowHealth:
-    """Decide a flow's state (see the module table)."""
+    """Decide a flow's state (see the module table). ``recent_errors`` and ``restarts_used``
+    count since the flow was deployed, within the last hour."""
     figures = figures or {}
     alive = lease is not None and lease.live(now)
     if len(recent_errors) >= ERRORS_TO_FAIL:
         return FlowHealth(
             flow, "failing",
-            f"{len(recent_errors)} failures in the last hour; last: {recent_errors[-1][:500]}", figures,
+            f"{len(recent_errors)} failures since it was deployed (last hour); last: {recent_errors[-1][:500]}",
+            figures,
         )  # fmt: skip
     if not alive:
         if not deployed:
@@ -74,7 +77,7 @@ def evaluate(
             return FlowHealth(
                 flow, "exhausted",
                 f"driver is down and the restart budget is used ({restarts_used} restarts in the last hour, "
-                f"budget {restart_budget}); fix the cause, then run the deploy DAG",
+                f"budget {restart_budget}); fix the cause (see its driver log), then deploy it again",
                 figures,
             )  # fmt: skip
         reason = "no driver holds its lease" if lease is None else (
@@ -82,12 +85,17 @@ def evaluate(
         )  # fmt: skip
         return FlowHealth(flow, "dead", f"deployed but down ({reason})", figures)
     assert lease is not None
-    where = f"{lease.host} pid {lease.pid}"
+    where = f"{lease.host} pid {lease.pid}" + ("" if lease.trigger == "continuous" else f" ({lease.trigger})")
     if heartbeat is None or heartbeat < lease.acquired_at:
+        started = (now - lease.acquired_at).total_seconds()
         if now - lease.acquired_at <= STARTUP_GRACE:
-            return FlowHealth(flow, "starting", f"driver started on {where}, no progress yet", figures)
-        return FlowHealth(flow, "stale", f"driver on {where} reported no progress since it started "
-                          f"{(now - lease.acquired_at).total_seconds():.0f} s ago", figures)  # fmt: skip
+            return FlowHealth(flow, "starting", f"driver started on {where} {started:.0f} s ago", figures)
+        return FlowHealth(
+            flow, "stale",
+            f"driver on {where} has recorded no progress since it started {started:.0f} s ago "
+            "(or in the last hour); see its driver log",
+            figures,
+        )  # fmt: skip
     age = now - heartbeat
     if age > freshness:
         return FlowHealth(

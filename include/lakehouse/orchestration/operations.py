@@ -1,37 +1,51 @@
-"""Deploy, monitor and stop continuous flows: what the Airflow tasks (and the CLI) do.
+"""Deploy, watch, restart and stop continuous flows: what the Airflow tasks and the CLI both run.
 
-Spark-free: these functions read and write control files and the progress table, and start
-drivers through a ``Launcher`` (Airflow's spark-submit hook in production).
+Spark-free: these functions read and write the control files (:mod:`lakehouse.control`) and
+the progress table, and start drivers through a :data:`Launcher` (``spark-submit`` through the
+Airflow Spark connection, see :func:`spark_submit_launcher`).
+
+Flows deployed together share one driver (one JVM running one query per flow); ``isolate``
+gives each flow its own. Either way each flow has its own lease and checkpoint, a flow that
+fails stops alone, and the monitor restarts dead flows with the flows they were deployed with.
+Deploy, restart and stop of one pipeline are serialized by a lock.
 """
 
 from __future__ import annotations
 
 import logging
 import time
+import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from lakehouse.control import FlowControl
+from lakehouse.control import Deployment, FlowControl
 from lakehouse.lake import Lake
 from lakehouse.monitoring.health import FlowHealth, evaluate
 from lakehouse.monitoring.progress import ProgressLog
-from lakehouse.spec import Pipeline, parse_duration
+from lakehouse.spec import Pipeline, SpecError, parse_duration
 
 if TYPE_CHECKING:
     from pathlib import Path
+
+    import polars as pl
 
     from lakehouse.config import Settings
 
 log = logging.getLogger("lakehouse.orchestration")
 
-Launcher = Callable[[str], "LaunchedDriver"]
-START_TIMEOUT = 240.0
+START_TIMEOUT = 600.0
+STOP_TIMEOUT = 300.0
+HISTORY = timedelta(hours=1)  # errors and restarts count over this window (and since the deploy)
 
 
 class DriverStartFailed(RuntimeError):
-    pass
+    """A launched driver exited, or did not start its flows in time; the message has its log."""
+
+    def __init__(self, message: str, exited: list[str]) -> None:
+        super().__init__(message)
+        self.exited = exited  # flows whose driver exited (a timed-out driver may still come up)
 
 
 class FlowStopTimeout(RuntimeError):
@@ -40,107 +54,219 @@ class FlowStopTimeout(RuntimeError):
 
 @dataclass(frozen=True)
 class LaunchedDriver:
-    flow: str
+    flows: tuple[str, ...]
     pid: int
     log_file: Path
     poll: Callable[[], int | None]
 
 
-def spark_submit_launcher(settings: Settings, pipeline: Pipeline, interval: str, conn_id: str) -> Launcher:
-    """Start a flow's continuous driver with spark-submit, detached (see ``submit``)."""
+Launcher = Callable[[Sequence[str], str], LaunchedDriver]
+"""Start one continuous driver for ``flows`` with micro-batch ``interval``."""
 
-    def launch(flow: str) -> LaunchedDriver:
-        from lakehouse.orchestration.submit import driver_spec, launch_detached, submit_command
 
-        args = ["run", pipeline.name, "--flow", flow, "--trigger", "continuous", "--interval", interval]
-        spec = driver_spec(settings, f"lakehouse-{pipeline.name}-{flow}", args)
-        command, env = submit_command(spec, conn_id)
-        control = FlowControl(settings.control_path, pipeline.name)
-        process, log_file = launch_detached(command, env, control.dir / "logs", flow)
-        log.info("%s: spark-submit started (pid %d), log %s", flow, process.pid, log_file)
-        return LaunchedDriver(flow, process.pid, log_file, process.poll)
+def spark_submit_launcher(settings: Settings, pipeline: Pipeline, conn_id: str | None = None) -> Launcher:
+    """Start drivers with ``spark-submit`` through the Airflow Spark connection, detached."""
+    from lakehouse.orchestration.submit import SPARK_CONN_ID, driver_spec, launch_detached, submit_command
+
+    control = FlowControl(settings.control_path, pipeline.name)
+
+    def launch(flows: Sequence[str], interval: str) -> LaunchedDriver:
+        args = ["run", pipeline.name, "--trigger", "continuous", "--interval", interval]
+        for flow in flows:
+            args += ["--flow", flow]
+        label = flows[0] if len(flows) == 1 else f"{len(flows)}-flows"
+        spec = driver_spec(settings, f"lakehouse-{pipeline.name}-{label}", args)
+        command, env = submit_command(spec, conn_id or SPARK_CONN_ID)
+        process, log_file = launch_detached(command, env, control.logs, label)
+        log.info("spark-submit started for %s (pid %d), log %s", ", ".join(flows), process.pid, log_file)
+        return LaunchedDriver(tuple(flows), process.pid, log_file, process.poll)
 
     return launch
 
 
-def _tail(path: Path, lines: int = 30) -> str:
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+def _tail(path: Path, lines: int = 40) -> str:
     try:
         return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
     except OSError:
         return "(no log)"
 
 
+def _started_flows(settings: Settings, pipeline: Pipeline, since: datetime) -> set[str]:
+    """Flows whose query reported ``started`` since ``since``."""
+    import polars as pl
+
+    events = ProgressLog(Lake.from_settings(settings)).read(since=since)
+    started = events.filter((pl.col("pipeline") == pipeline.name) & (pl.col("event") == "started"))
+    return set(started["flow"].to_list())
+
+
 def start_drivers(
-    control: FlowControl, flows: Sequence[str], launch: Launcher, timeout: float = START_TIMEOUT
+    settings: Settings,
+    pipeline: Pipeline,
+    drivers: Sequence[tuple[Sequence[str], str]],
+    launch: Launcher,
+    timeout: float = START_TIMEOUT,
 ) -> dict[str, str]:
-    """Launch drivers and wait until each holds its flow's lease (or fails, with its log tail)."""
-    started_at = datetime.now(UTC)
-    launched = {flow: launch(flow) for flow in flows}
+    """Launch one driver per ``(flows, interval)``; wait until each flow's query has started
+    under a lease of its new driver. Raises :class:`DriverStartFailed` with the log tails.
+
+    A driver whose flows read a flow another of these drivers starts is launched once that
+    one's query started (it creates its table first); independent drivers start together.
+    """
+    control = FlowControl(settings.control_path, pipeline.name)
+    since = _now()
+    waiting = [(tuple(flows), interval) for flows, interval in drivers if flows]
+    starting = {flow for flows, _ in waiting for flow in flows}
+    launched: list[LaunchedDriver] = []
     messages: dict[str, str] = {}
+    failures: list[str] = []
+    exited: list[str] = []
     deadline = time.monotonic() + timeout
-    while launched and time.monotonic() < deadline:
-        for flow, driver in list(launched.items()):
-            lease = control.lease(flow)
-            if lease and lease.acquired_at >= started_at and lease.live():
-                messages[flow] = f"started: driver pid {lease.pid} on {lease.host} (log {driver.log_file})"
-                del launched[flow]
-            elif (code := driver.poll()) not in (None, 0):
-                raise DriverStartFailed(
-                    f"{flow}: driver exited with code {code} before taking its lease; "
-                    f"last lines of {driver.log_file}:\n{_tail(driver.log_file)}"
+    while waiting or launched:
+        started = _started_flows(settings, pipeline, since)
+        for flows, interval in list(waiting):
+            upstreams = {up for flow in flows for up in pipeline.table(flow).upstream_names}
+            if not (upstreams & starting) - set(flows) - started:
+                waiting.remove((flows, interval))
+                launched.append(launch(flows, interval))
+        for driver in list(launched):
+            leases = [control.lease(flow) for flow in driver.flows]
+            if all(
+                lease and lease.live() and lease.acquired_at >= since and lease.flow in started
+                for lease in leases
+            ):
+                for lease in leases:
+                    assert lease is not None
+                    messages[lease.flow] = (
+                        f"running: driver pid {lease.pid} (JVM {lease.jvm_pid or '-'}) on {lease.host}, "
+                        f"log {driver.log_file}"
+                    )
+                launched.remove(driver)
+            elif (code := driver.poll()) is not None:
+                launched.remove(driver)
+                exited += driver.flows
+                failures.append(
+                    f"the driver of {', '.join(driver.flows)} exited with code {code} before its flows "
+                    f"started; last lines of {driver.log_file}:\n{_tail(driver.log_file)}"
                 )
-        time.sleep(0.5)
-    if launched:
-        details = "; ".join(f"{f} (log {d.log_file})" for f, d in launched.items())
-        raise DriverStartFailed(f"driver(s) did not take their lease within {timeout:.0f} s: {details}")
+        if failures:  # drivers still waiting for an upstream that will not come
+            exited += [flow for flows, _ in waiting for flow in flows]
+            waiting.clear()
+        if launched and time.monotonic() > deadline:
+            failures += [
+                f"the driver of {', '.join(d.flows)} (pid {d.pid}) did not start its flows within "
+                f"{timeout:.0f} s; it may still come up (the monitor watches it); log {d.log_file}"
+                for d in launched
+            ]
+            break
+        if waiting or launched:
+            time.sleep(2)
+    if failures:
+        raise DriverStartFailed("\n".join(failures), exited)
     return messages
 
 
-def deploy(settings: Settings, pipeline: Pipeline, flows: Sequence[str], launch: Launcher) -> dict[str, str]:
-    """Start each flow's continuous driver unless one already runs; mark the flows deployed."""
+def _missing_upstreams(settings: Settings, pipeline: Pipeline, flows: Sequence[str]) -> list[str]:
+    """Problems of flows whose upstream table neither exists nor is among ``flows``."""
+    from lakehouse.monitoring.ops_tables import exists
+
+    lake = Lake.from_settings(settings)
+    return [
+        f"{flow} reads {up}, whose table does not exist yet: deploy {up} too (or run it once)"
+        for flow in flows
+        for up in pipeline.table(flow).upstream_names
+        if up not in flows and not exists(lake.table(up))
+    ]
+
+
+def deploy(
+    settings: Settings,
+    pipeline: Pipeline,
+    flows: Sequence[str],
+    launch: Launcher,
+    *,
+    interval: str | None = None,
+    isolate: bool = False,
+    timeout: float = START_TIMEOUT,
+) -> dict[str, str]:
+    """Start the continuous driver of the flows that do not run yet, and mark them deployed
+    (watched and restarted by the monitor). Flows that run already are left alone."""
+    interval = interval or settings.trigger_interval
+    parse_duration(interval, "interval")
+    flows = [t.name for t in pipeline.select(flows)]
+    if problems := _missing_upstreams(settings, pipeline, flows):
+        raise SpecError("; ".join(problems))
     control = FlowControl(settings.control_path, pipeline.name)
     messages: dict[str, str] = {}
-    to_start = []
-    for flow in flows:
-        lease = control.lease(flow)
-        control.set_deployed(flow, True)
-        if lease and lease.live():
-            messages[flow] = (
-                f"already running ({lease.trigger}) on {lease.host} pid {lease.pid} since "
-                f"{lease.acquired_at:%Y-%m-%d %H:%M:%S} UTC; nothing to do"
-            )
-        else:
-            control.clear_stop(flow)
-            to_start.append(flow)
-    messages.update(start_drivers(control, to_start, launch) if to_start else {})
+    with control.operations_lock():
+        to_start = []
+        for flow in flows:
+            if lease := control.running(flow):
+                messages[flow] = (
+                    f"already running ({lease.trigger}) on {lease.host} pid {lease.pid} since "
+                    f"{lease.acquired_at:%Y-%m-%d %H:%M:%S} UTC; nothing to do"
+                )
+                if control.deployment(flow) is None:
+                    control.deploy(Deployment(flow, uuid.uuid4().hex[:8], interval, _now()))
+            else:
+                to_start.append(flow)
+        groups = [[flow] for flow in to_start] if isolate else [to_start]
+        for group in groups:
+            group_id = uuid.uuid4().hex[:8]
+            for flow in group:
+                control.clear_stop(flow)
+                control.deploy(Deployment(flow, group_id, interval, _now()))
+        try:
+            drivers = [(group, interval) for group in groups]
+            messages.update(start_drivers(settings, pipeline, drivers, launch, timeout))
+        except DriverStartFailed as exc:
+            for flow in exc.exited:  # cannot start: the monitor must not retry it in a loop
+                control.undeploy(flow)
+            raise
     return {flow: messages[flow] for flow in flows}
 
 
 def stop(
-    settings: Settings, pipeline: Pipeline, flows: Sequence[str], timeout: float = 300
+    settings: Settings,
+    pipeline: Pipeline,
+    flows: Sequence[str],
+    *,
+    timeout: float = STOP_TIMEOUT,
+    keep_deployed: bool = False,
 ) -> dict[str, str]:
-    """Stop flows gracefully: the running micro-batch completes, then the driver exits."""
+    """Stop flows gracefully: each finishes its running micro-batch, commits and releases its
+    lease (its driver exits with its last flow). ``keep_deployed`` leaves them marked deployed,
+    so that the monitor restarts them once it runs again (``make down``)."""
+    flows = [t.name for t in pipeline.select(flows)]
     control = FlowControl(settings.control_path, pipeline.name)
     messages: dict[str, str] = {}
     waiting: dict[str, float] = {}
-    for flow in flows:
-        control.set_deployed(flow, False)  # first: the monitor must not restart it
-        lease = control.lease(flow)
-        if lease and lease.live():
-            control.request_stop(flow)
-            waiting[flow] = time.monotonic()
-        else:
-            messages[flow] = "not running"
-    deadline = time.monotonic() + timeout
-    while waiting and time.monotonic() < deadline:
-        for flow, since in list(waiting.items()):
-            lease = control.lease(flow)
-            if lease is None or not lease.live():
-                messages[flow] = f"stopped after {time.monotonic() - since:.1f} s"
-                del waiting[flow]
-        time.sleep(0.5)
+    with control.operations_lock():
+        for flow in flows:
+            if not keep_deployed:
+                control.undeploy(flow)  # first: the monitor must not restart it
+            if control.running(flow):
+                control.request_stop(flow)
+                waiting[flow] = time.monotonic()
+            else:
+                control.clear_stop(flow)
+                messages[flow] = "not running"
+        deadline = time.monotonic() + timeout
+        while waiting and time.monotonic() < deadline:
+            for flow, since in list(waiting.items()):
+                if control.running(flow) is None:
+                    messages[flow] = f"stopped in {time.monotonic() - since:.1f} s (micro-batch completed)"
+                    del waiting[flow]
+            time.sleep(0.5)
     if waiting:
-        raise FlowStopTimeout(f"flow(s) {', '.join(waiting)} did not stop within {timeout:.0f} s")
+        raise FlowStopTimeout(
+            f"flow(s) {', '.join(waiting)} did not stop within {timeout:.0f} s (a long micro-batch?); "
+            "their stop request stands, run the stop again to keep waiting"
+        )
     return {flow: messages[flow] for flow in flows}
 
 
@@ -150,48 +276,71 @@ FIGURES = (
 )  # fmt: skip
 
 
-def check(
-    settings: Settings,
-    pipeline: Pipeline,
-    flows: Sequence[str],
-    launch: Launcher,
-    now: datetime | None = None,
+def health(
+    settings: Settings, pipeline: Pipeline, flows: Sequence[str] | None = None, now: datetime | None = None
 ) -> list[FlowHealth]:
-    """Evaluate each flow's health and restart dead ones from their checkpoints."""
+    """Each flow's health (see :mod:`lakehouse.monitoring.health`) and last figures."""
     import polars as pl
 
-    now = now or datetime.now(UTC)
+    now = now or _now()
     control = FlowControl(settings.control_path, pipeline.name)
     progress = ProgressLog(Lake.from_settings(settings))
-    history = progress.read(since=now - timedelta(hours=1))
-    latest = {
-        r["flow"]: r
-        for r in progress.latest(history).filter(pl.col("pipeline") == pipeline.name).iter_rows(named=True)
-    }
-    errors = history.filter(
-        (pl.col("pipeline") == pipeline.name) & (pl.col("event") == "terminated") & pl.col("exception").is_not_null()
-    )  # fmt: skip
+    history = progress.read(since=now - HISTORY).filter(pl.col("pipeline") == pipeline.name)
+    latest = {r["flow"]: r for r in progress.latest(history).iter_rows(named=True)}
     results = []
-    for flow in flows:
-        row: dict[str, Any] = latest.get(flow) or {}
-        health = evaluate(
-            flow,
-            deployed=control.deployed(flow),
-            lease=control.lease(flow),
-            heartbeat=row.get("heartbeat"),
-            recent_errors=errors.filter(pl.col("flow") == flow).sort("recorded_at")["exception"].to_list(),
-            restarts_used=len(control.restarts(flow, timedelta(hours=1))),
-            restart_budget=pipeline.restart_budget,
-            freshness=parse_duration(pipeline.table(flow).freshness, flow),
-            now=now,
-            figures={k: row.get(k) for k in FIGURES},
+    for table in pipeline.select(flows):
+        deployment = control.deployment(table.name)
+        since = max(now - HISTORY, deployment.deployed_at) if deployment else now - HISTORY
+        row: dict[str, Any] = latest.get(table.name) or {}
+        results.append(
+            evaluate(
+                table.name,
+                deployed=deployment is not None,
+                lease=control.lease(table.name),
+                heartbeat=row.get("heartbeat"),
+                recent_errors=_errors(history, table.name, since),
+                restarts_used=len(control.restarts(table.name, since=since)),
+                restart_budget=pipeline.restart_budget,
+                freshness=parse_duration(table.freshness, f"{table.name} freshness"),
+                now=now,
+                figures={k: row.get(k) for k in FIGURES},
+            )
         )
-        if health.needs_restart:
-            control.record_restart(flow)
-            message = start_drivers(control, [flow], launch)[flow]
-            health = replace(health, message=f"{health.message}; restarted from its checkpoint: {message}")
-        results.append(health)
     return results
+
+
+def _errors(history: pl.DataFrame, flow: str, since: datetime) -> list[str]:
+    import polars as pl
+
+    failed = history.filter(
+        (pl.col("flow") == flow)
+        & (pl.col("event") == "terminated")
+        & pl.col("exception").is_not_null()
+        & (pl.col("recorded_at") >= since)
+    )
+    return failed.sort("recorded_at")["exception"].to_list()
+
+
+def restart_dead(
+    settings: Settings, pipeline: Pipeline, launch: Launcher, timeout: float = START_TIMEOUT
+) -> dict[str, str]:
+    """Restart every deployed flow whose driver is gone, from its checkpoint, with the flows it
+    was deployed with (one driver per deployment group). Returns a message per restarted flow."""
+    control = FlowControl(settings.control_path, pipeline.name)
+    with control.operations_lock():
+        dead = {h.flow: h for h in health(settings, pipeline) if h.needs_restart}
+        groups: dict[tuple[str, str], list[str]] = {}
+        for flow in dead:
+            deployment = control.deployment(flow)
+            assert deployment is not None  # only deployed flows are dead
+            groups.setdefault((deployment.group, deployment.interval), []).append(flow)
+            control.record_restart(flow)
+            control.clear_stop(flow)
+        for flows in groups.values():
+            log.warning("restarting %s from their checkpoints: %s", ", ".join(flows), dead[flows[0]].message)
+        drivers = [(flows, interval) for (_, interval), flows in groups.items()]
+        started = start_drivers(settings, pipeline, drivers, launch, timeout) if drivers else {}
+    return {flow: f"{dead[flow].message}; restarted from its checkpoint, {started[flow]}" for flow in started}
 
 
 def table_advanced(settings: Settings, pipeline: Pipeline, flow: str, version: int | None) -> bool:
@@ -203,18 +352,20 @@ def table_advanced(settings: Settings, pipeline: Pipeline, flow: str, version: i
 
 
 def report(health: FlowHealth) -> str:
-    """Human-readable lines for the task log."""
+    """Human-readable lines for a task log or a terminal."""
     f = health.figures
     lines = [f"{health.flow}: {health.state.upper()} - {health.message}"]
     if f.get("batch_id") is not None:
+        backlog = f["backlog"] if f["backlog"] is not None else "n/a"
         lines.append(
-            f"  batch {f['batch_id']}: {f['num_input_rows']} rows, input {_num(f['input_rows_per_second'])} rows/s, "
-            f"processed {_num(f['processed_rows_per_second'])} rows/s, duration {f['batch_duration_ms']} ms, "
-            f"backlog {f['backlog'] if f['backlog'] is not None else 'n/a'}"
+            f"  batch {f['batch_id']}: {f['num_input_rows']} rows, input {_num(f['input_rows_per_second'])} "
+            f"rows/s, processed {_num(f['processed_rows_per_second'])} rows/s, duration "
+            f"{f['batch_duration_ms']} ms, backlog {backlog}"
         )
         lines.append(
             f"  watermark {f['watermark'] or '-'}, state {f['state_rows'] or 0} rows / "
-            f"{(f['state_memory_bytes'] or 0) / 1024:.0f} KiB, dropped by watermark {f['rows_dropped_by_watermark'] or 0}"
+            f"{(f['state_memory_bytes'] or 0) / 1024:.0f} KiB, dropped by watermark "
+            f"{f['rows_dropped_by_watermark'] or 0}"
         )
     if f.get("last_exception"):
         lines.append(f"  last exception: {str(f['last_exception'])[:300]}")

@@ -1,28 +1,31 @@
-"""How Airflow starts Spark drivers: ``spark-submit jobs/driver.py <lakehouse command>``.
+"""How drivers are started: ``spark-submit jobs/driver.py <lakehouse command>``.
 
-Everything goes through the Airflow Spark connection (``spark_default``): its master and deploy
+Everything goes through an Airflow Spark connection (``spark_default``): its master and deploy
 mode decide where drivers run, so moving jobs to a cluster is a connection change. Blocking
 runs (incremental, backfill) use the provider's ``SparkSubmitOperator``; long-running
-continuous drivers are launched *detached* from the same hook-built command, so they outlive
-the Airflow task and worker that started them.
+continuous drivers are launched *detached* from the command the provider's hook builds from the
+same connection, so they outlive the Airflow task and worker that started them.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
+import sys
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING
+from pathlib import Path
 
 from lakehouse.config import PROJECT_ROOT, Settings
 from lakehouse.session import spark_conf
 
-if TYPE_CHECKING:
-    from pathlib import Path
-
 DRIVER = PROJECT_ROOT / "jobs" / "driver.py"
 SPARK_CONN_ID = "spark_default"
+
+
+class SparkConnectionMissing(RuntimeError):
+    pass
 
 
 @dataclass(frozen=True)
@@ -36,7 +39,7 @@ class SubmitSpec:
     env: dict[str, str]
     application: str = str(DRIVER)
 
-    def operator_kwargs(self) -> dict[str, object]:
+    def operator_kwargs(self, conn_id: str = SPARK_CONN_ID) -> dict[str, object]:
         """Keyword arguments for ``SparkSubmitOperator``."""
         return {
             "application": self.application,
@@ -45,30 +48,59 @@ class SubmitSpec:
             "jars": self.jars,
             "env_vars": self.env,
             "name": self.name,
-            "conn_id": SPARK_CONN_ID,
+            "conn_id": conn_id,
         }
 
 
 def driver_spec(settings: Settings, name: str, args: list[str]) -> SubmitSpec:
     """The submit spec of a driver running ``lakehouse <args>`` with the platform's settings.
 
-    Drivers use this interpreter (the project's virtualenv, see ``session.spark_conf``); on a
-    cluster whose nodes keep it elsewhere, set ``spark.pyspark.python`` in LAKEHOUSE_SPARK_CONF.
+    The Spark connection, not ``LAKEHOUSE_SPARK_MASTER``, decides the master of submitted
+    drivers. Drivers use this interpreter and its ``spark-submit`` (the project's virtualenv);
+    on a cluster whose nodes keep it elsewhere, set ``spark.pyspark.python`` in
+    LAKEHOUSE_SPARK_CONF.
     """
-    conf = spark_conf(settings)
-    env = {**settings.to_env(), "PYTHONUNBUFFERED": "1"}
+    conf = {"spark.log.level": settings.spark_log_level, **spark_conf(settings)}
+    env = {k: v for k, v in settings.to_env().items() if k != "LAKEHOUSE_SPARK_MASTER"}
+    venv_bin = str(Path(sys.executable).parent)
+    env.update(
+        PYTHONUNBUFFERED="1",
+        COLUMNS="160",
+        PATH=f"{venv_bin}{os.pathsep}{os.environ.get('PATH', os.defpath)}",
+    )
     # a glob, which spark-submit expands: listing the directory here would scan files at DAG parse time
     return SubmitSpec(name=name, args=args, conf=conf, jars=f"{settings.jars_dir}/*.jar", env=env)
+
+
+def ensure_connection(conn_id: str, default_master: str | None) -> str:
+    """Check that Airflow defines ``conn_id`` (the provider would silently fall back to YARN).
+
+    With ``default_master`` (the CLI, outside Airflow, sees connections defined in the
+    environment only), define it for this process when the environment does not; returns the
+    master drivers will use.
+    """
+    from airflow.sdk import BaseHook
+    from airflow.sdk.exceptions import AirflowNotFoundException
+
+    variable = f"AIRFLOW_CONN_{conn_id.upper()}"
+    if default_master and variable not in os.environ:
+        os.environ[variable] = json.dumps({"conn_type": "spark", "host": default_master})
+    try:
+        connection = BaseHook.get_connection(conn_id)
+    except AirflowNotFoundException:
+        raise SparkConnectionMissing(
+            f"the Airflow connection {conn_id!r} is not defined: create it (type spark, host "
+            f'local[*] or spark://master:7077) or set {variable}=\'{{"conn_type": "spark", '
+            f'"host": "local[*]"}}\''
+        ) from None
+    return str(connection.host or connection.conn_type)
 
 
 def submit_command(spec: SubmitSpec, conn_id: str = SPARK_CONN_ID) -> tuple[list[str], dict[str, str]]:
     """The spark-submit command line and environment the provider's hook builds from the connection."""
     from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 
-    hook = SparkSubmitHook(
-        conf=spec.conf, conn_id=conn_id, jars=spec.jars, name=spec.name,
-        application_args=spec.args, env_vars=spec.env,
-    )  # fmt: skip
+    hook = SparkSubmitHook(**{k: v for k, v in spec.operator_kwargs(conn_id).items() if k != "application"})
     command = hook._build_spark_submit_command(spec.application)
     return command, {**os.environ, **(hook._env or {})}
 
@@ -76,12 +108,12 @@ def submit_command(spec: SubmitSpec, conn_id: str = SPARK_CONN_ID) -> tuple[list
 def launch_detached(
     command: list[str], env: dict[str, str], log_dir: Path, name: str
 ) -> tuple[subprocess.Popen[bytes], Path]:
-    """Start ``command`` in its own session (its own process group), logging to a file.
+    """Start ``command`` in its own session and process group, logging to a file.
 
     The process survives the caller: an Airflow task can exit, its worker can restart.
     """
     log_dir.mkdir(parents=True, exist_ok=True)
-    log_file = log_dir / f"{name}-{datetime.now(UTC):%Y%m%dT%H%M%S}.log"
+    log_file = log_dir / f"{name}-{datetime.now(UTC):%Y%m%dT%H%M%S%f}.log"
     with open(log_file, "ab") as out:
         process = subprocess.Popen(
             command, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, env=env,

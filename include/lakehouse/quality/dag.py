@@ -81,8 +81,8 @@ Row expectations are also enforced on every row as streams and backfills write (
         start_date=factory._start(pipeline),
         catchup=False,
         max_active_runs=1,
-        tags=["lakehouse", pipeline.name, "quality"],
-        default_args=factory._default_args(pipeline),
+        tags=factory._tags(pipeline, "quality"),
+        default_args=factory.default_args(pipeline),
         params={
             "tables": Param(
                 names,

@@ -1,0 +1,262 @@
+"""Figures of the orchestration layer, printed (never asserted):
+
+- ``parse``: parse time of each DAG file, measured as Airflow's dag-processor does (a fresh
+  interpreter with airflow already imported, ``DagBag`` of that one file; Airflow's own
+  duration figure), against Airflow's example DAG ``example_bash_operator``;
+- ``drivers``: one shared driver for a pipeline's flows vs one driver (JVM) per flow: time
+  until every query started, resident memory and CPU of the driver processes;
+- ``restart``: time from a driver's death (SIGKILL of the Python driver, then of the JVM) to
+  its restart by the scheduled monitor DAG of a real embedded platform (``make up``).
+
+Usage: ``.venv/bin/python bench/orchestration.py parse|drivers|restart|all [--runs N]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+BIN = Path(sys.executable).parent
+FLOWS = ("bronze.device_events", "silver.device_events", "gold.device_type_stats", "gold.device_status")
+
+PARSE_ONE = textwrap.dedent(
+    """
+    import runpy, sys, time
+    import airflow
+    started = time.perf_counter()
+    if sys.argv[2] == "exec":  # the bare execution of the file, without DagBag's checks
+        runpy.run_path(sys.argv[1])
+        print("PARSED", time.perf_counter() - started, 0, 0)
+        sys.exit()
+    import airflow.sdk  # loaded in the dag-processor before it parses a file
+    from airflow.dag_processing.dagbag import DagBag
+    bag = DagBag(dag_folder=sys.argv[1], bundle_name="bench")
+    [stat] = bag.dagbag_stats
+    assert not bag.import_errors, bag.import_errors
+    print("PARSED", stat.duration.total_seconds(), 0, stat.dag_num)
+    """
+)
+
+
+def base_env(tmp: Path) -> dict[str, str]:
+    return {
+        **os.environ,
+        "AIRFLOW_HOME": str(tmp / "airflow"),
+        "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+        "LAKEHOUSE_ROOT": str(tmp / "lake"),
+        "LAKEHOUSE_SPARK_UI": "false",
+        "LAKEHOUSE_SHUFFLE_PARTITIONS": "2",
+        "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}",
+        "COLUMNS": "160",
+    }
+
+
+def load() -> str:
+    return " / ".join(f"{x:.1f}" for x in os.getloadavg())
+
+
+# --------------------------------------------------------------------------- parse
+
+
+def parse(runs: int) -> None:
+    import airflow.providers.standard.example_dags as examples
+
+    example = Path(examples.__file__).with_name("example_bash_operator.py")
+    files = [*sorted((REPO / "dags").glob("*.py")), example]
+    print(f"DAG file parse time in s, median (min-max) of {runs} fresh interpreters; load {load()}")
+    print("  dagbag: DagBag's own duration of the file (what the dag-processor reports), airflow loaded")
+    print("  exec:   the bare execution of the file (runpy), airflow imported")
+    print(f"  {'file':<26} {'DAGs':>4} {'dagbag':>22} {'exec':>22}")
+    with tempfile.TemporaryDirectory() as tmp:
+        env = base_env(Path(tmp))
+        for path in files:
+            figures, dags = {}, 0
+            for mode in ("dagbag", "exec"):
+                durations = []
+                for _ in range(runs):
+                    command = [sys.executable, "-c", PARSE_ONE, str(path), mode]
+                    stdout = subprocess.run(
+                        command, env=env, capture_output=True, text=True, check=True
+                    ).stdout
+                    out = next(line for line in stdout.splitlines() if line.startswith("PARSED")).split()
+                    durations.append(float(out[1]))
+                    dags = max(dags, int(out[3]))
+                median, low, high = statistics.median(durations), min(durations), max(durations)
+                figures[mode] = f"{median:.3f} ({low:.3f}-{high:.3f})"
+            print(f"  {path.name:<26} {dags:>4} {figures['dagbag']:>22} {figures['exec']:>22}")
+
+
+# --------------------------------------------------------------------------- drivers
+
+
+def driver_tree(pids: set[int]) -> tuple[float, float]:
+    """Resident memory (MiB) and CPU seconds of the given processes and their children."""
+    import psutil
+
+    rss = cpu = 0.0
+    seen: set[int] = set()
+    for pid in pids:
+        try:
+            root = psutil.Process(pid)
+            for process in [root, *root.children(recursive=True)]:
+                if process.pid in seen:
+                    continue
+                seen.add(process.pid)
+                rss += process.memory_info().rss
+                times = process.cpu_times()
+                cpu += times.user + times.system
+        except psutil.NoSuchProcess:
+            continue
+    return rss / 2**20, cpu
+
+
+def drivers(settle: float) -> None:
+    from lakehouse.config import Settings
+    from lakehouse.control import FlowControl
+    from lakehouse.lake import Lake
+    from lakehouse.landing import Landing
+    from lakehouse.orchestration import operations
+    from lakehouse.registry import get
+    from pipelines.iot.generator import generate
+
+    print(f"Shared driver vs one driver per flow (local[*], 4 flows of iot); load {load()}")
+    for isolate in (False, True):
+        with tempfile.TemporaryDirectory() as tmp:
+            env = base_env(Path(tmp))
+            os.environ.update(
+                {k: v for k, v in env.items() if k.startswith(("LAKEHOUSE_", "AIRFLOW", "PATH"))}
+            )
+            os.environ["AIRFLOW_CONN_SPARK_DEFAULT"] = json.dumps({"conn_type": "spark", "host": "local[*]"})
+            conf = Settings()
+            iot = get("pipelines", "iot")
+            lake = Lake(conf.root)
+            generate(Landing(lake, iot), events=2000, files=4, seed=1)
+            started = time.monotonic()
+            operations.deploy(
+                conf, iot, list(FLOWS), operations.spark_submit_launcher(conf, iot), interval="5 seconds",
+                isolate=isolate,
+            )  # fmt: skip
+            startup = time.monotonic() - started
+            control = FlowControl(conf.control_path, "iot")
+            jvms = {lease.jvm_pid for flow in FLOWS if (lease := control.running(flow)) and lease.jvm_pid}
+            _, cpu_before = driver_tree(jvms)
+            tick = time.monotonic()
+            deadline = tick + settle
+            while time.monotonic() < deadline:  # a generator's traffic: 50 events every 5 s
+                generate(Landing(lake, iot), events=50, files=1, seed=int(time.time()), end=datetime.now(UTC))
+                time.sleep(5)
+            rss_after, cpu_after = driver_tree(jvms)
+            cpu_share = (cpu_after - cpu_before) / (time.monotonic() - tick)
+            operations.stop(conf, iot, list(FLOWS))
+            label = "one driver per flow" if isolate else "one shared driver"
+            print(
+                f"  {label:<20} {len(jvms)} JVM(s): all queries started in {startup:5.1f} s; "
+                f"RSS {rss_after:6.0f} MiB; CPU {cpu_share:4.2f} cores over the next {settle:.0f} s "
+                "(a 2,000-event backlog, then 10 events/s)"
+            )
+
+
+# --------------------------------------------------------------------------- restart
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def restart() -> None:
+    from lakehouse.config import Settings
+    from lakehouse.control import FlowControl
+    from lakehouse.embedded import Platform
+
+    with tempfile.TemporaryDirectory() as tmp:
+        env = {
+            **base_env(Path(tmp)),
+            "LAKEHOUSE_AIRFLOW_PORT": str(free_port()),
+            "LAKEHOUSE_PLATFORM_DIR": str(Path(tmp) / "platform"),
+            "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "True",
+        }
+        env.pop("AIRFLOW_HOME")
+        subprocess.run(["make", "-s", "up"], cwd=REPO, env=env, check=True, capture_output=True)
+        try:
+            conf = Settings(
+                root=env["LAKEHOUSE_ROOT"], platform_dir=Path(env["LAKEHOUSE_PLATFORM_DIR"]),
+                airflow_port=int(env["LAKEHOUSE_AIRFLOW_PORT"]),
+            )  # fmt: skip
+            platform, control = Platform(conf), FlowControl(conf.control_path, "iot")
+            token = platform.token()
+            for dag_id in ("iot_stream_deploy", "iot_stream_monitor", "iot_stream_stop"):
+                platform.api("PATCH", f"/api/v2/dags/{dag_id}", {"is_paused": False}, token)
+            platform.api("POST", "/api/v2/dags/iot_stream_deploy/dagRuns", {"logical_date": None}, token)
+            lease = wait(lambda: control.running(FLOWS[-1]), 900)
+            print(f"Death to restart, real scheduler (monitor every 2 minutes); load {load()}")
+            for victim in ("Python driver", "JVM"):
+                time.sleep(20)  # let it run a little
+                pid = lease.pid if victim == "Python driver" else lease.jvm_pid
+                os.kill(pid, signal.SIGKILL)
+                died = time.monotonic()
+                wait(lambda: not any(control.running(f) for f in FLOWS), 120)
+                seen_dead = time.monotonic() - died
+                wait(lambda: all(control.running(f) for f in FLOWS), 900)
+                lease = control.running(FLOWS[-1])
+                leased, since = time.monotonic() - died, lease.acquired_at
+                wait(lambda since=since: started_since(conf, since), 600)
+                print(
+                    f"  SIGKILL {victim:<13}: flows seen dead after {seen_dead:4.1f} s; new driver holds "
+                    f"the leases after {leased:5.1f} s, every query started after "
+                    f"{time.monotonic() - died:5.1f} s"
+                )
+            platform.api("POST", "/api/v2/dags/iot_stream_stop/dagRuns", {"logical_date": None}, token)
+            wait(lambda: not any(control.running(f) for f in FLOWS), 600)
+        finally:
+            subprocess.run(["make", "-s", "down"], cwd=REPO, env=env, capture_output=True)
+
+
+def started_since(conf, since: datetime) -> bool:
+    import polars as pl
+
+    from lakehouse.lake import Lake
+    from lakehouse.monitoring.progress import ProgressLog
+
+    events = ProgressLog(Lake.from_settings(conf)).read(since=since)
+    return set(events.filter(pl.col("event") == "started")["flow"]) >= set(FLOWS)
+
+
+def wait(condition, timeout: float):
+    deadline = time.monotonic() + timeout
+    while not (value := condition()):
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"gave up after {timeout:.0f} s")
+        time.sleep(0.5)
+    return value
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("figure", choices=["parse", "drivers", "restart", "all"])
+    parser.add_argument("--runs", type=int, default=5, help="interpreters per DAG file (parse)")
+    parser.add_argument("--settle", type=float, default=60, help="seconds of traffic per layout (drivers)")
+    args = parser.parse_args()
+    if args.figure in ("parse", "all"):
+        parse(args.runs)
+    if args.figure in ("drivers", "all"):
+        drivers(args.settle)
+    if args.figure in ("restart", "all"):
+        restart()
+
+
+if __name__ == "__main__":
+    main()

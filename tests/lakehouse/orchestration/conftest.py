@@ -1,0 +1,150 @@
+"""Real Airflow for the orchestration tests: a temporary AIRFLOW_HOME with a migrated SQLite DB,
+``spark_default`` from ``AIRFLOW_CONN_SPARK_DEFAULT``, and DAG runs with ``dag.test()`` in a
+subprocess (``run_dag.py``). Drivers a test leaves behind are killed at teardown."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from lakehouse.control import FlowControl
+
+REPO = Path(__file__).resolve().parents[3]
+BIN = Path(sys.executable).parent
+RUN_DAG = Path(__file__).with_name("run_dag.py")
+MARKER = "DAG-TEST-RESULT "
+
+# Airflow imported by these tests (DAG objects, hooks) gets a home of its own, not ~/airflow.
+os.environ.setdefault("AIRFLOW_HOME", tempfile.mkdtemp(prefix="lakehouse-tests-airflow-"))
+
+
+def airflow_env(home: Path) -> dict[str, str]:
+    return {
+        **os.environ,
+        "AIRFLOW_HOME": str(home),
+        "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+        "AIRFLOW__CORE__DAGS_FOLDER": str(REPO / "dags"),
+        "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}",
+    }
+
+
+@pytest.fixture(scope="session")
+def migrated_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """An Airflow metadata DB (SQLite), migrated once per session."""
+    home = tmp_path_factory.mktemp("airflow-template")
+    result = subprocess.run(
+        [str(BIN / "airflow"), "db", "migrate"],
+        env=airflow_env(home),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    return home / "airflow.db"
+
+
+@pytest.fixture
+def airflow_home(migrated_db: Path, tmp_path: Path) -> Path:
+    """A fresh AIRFLOW_HOME per test (a copy of the migrated DB): each test's lake has its own
+    asset URIs, and Airflow keeps one URI per asset name."""
+    home = tmp_path / "airflow"
+    home.mkdir()
+    shutil.copy(migrated_db, home / "airflow.db")
+    return home
+
+
+@pytest.fixture
+def dag_env(airflow_home: Path, cli_env: dict[str, str]) -> dict[str, str]:
+    """Environment of a ``dag.test()`` run: this test's lake, Spark through the connection."""
+    env = {**cli_env, **airflow_env(airflow_home)}
+    env.pop("LAKEHOUSE_SPARK_MASTER")  # the connection decides where drivers run
+    env["AIRFLOW_CONN_SPARK_DEFAULT"] = json.dumps({"conn_type": "spark", "host": "local[2]"})
+    env["LAKEHOUSE_ROOT"] = cli_env["LAKEHOUSE_ROOT"]
+    return env
+
+
+@dataclass(frozen=True)
+class DagRunResult:
+    state: str
+    interval: list[str]
+    tasks: dict[str, dict[str, Any]]
+    output: str
+
+    def task(self, task_id: str) -> dict[str, Any]:
+        assert task_id in self.tasks, f"no task {task_id}: {sorted(self.tasks)}"
+        return self.tasks[task_id]
+
+    def value(self, task_id: str) -> Any:
+        task = self.task(task_id)
+        assert task["state"] == "success", f"{task_id} is {task['state']}:\n{self.output[-6000:]}"
+        return task["value"]
+
+
+def run_dag(
+    env: dict[str, str], dag_id: str, conf: dict | None = None, logical_date: str | None = None
+) -> DagRunResult:
+    """Run ``dag_id`` once with ``dag.test()``; its state and each task's state and return value."""
+    args = [sys.executable, str(RUN_DAG), dag_id, json.dumps(conf or {})]
+    args += [logical_date] if logical_date else []
+    result = subprocess.run(args, env=env, capture_output=True, text=True, timeout=1200, cwd=REPO)
+    output = result.stdout + result.stderr
+    lines = [line for line in result.stdout.splitlines() if line.startswith(MARKER)]
+    assert lines, f"dag.test() of {dag_id} printed no result (exit {result.returncode}):\n{output[-6000:]}"
+    data = json.loads(lines[-1][len(MARKER) :])
+    return DagRunResult(data["state"], data["interval"], data["tasks"], output)
+
+
+@pytest.fixture
+def reap_drivers(cli_env: dict[str, str]):
+    """Kill, at teardown, every driver still holding a lease in this test's lake."""
+    yield
+    control_root = Path(cli_env["LAKEHOUSE_ROOT"]) / "control"
+    for pipeline in control_root.glob("*"):
+        control = FlowControl(control_root, pipeline.name)
+        for lease_file in pipeline.glob("*.lease"):
+            lease = control.lease(lease_file.name.removesuffix(".lease"))
+            if lease and lease.live():
+                with contextlib.suppress(ProcessLookupError):
+                    if lease.jvm_pid:  # launched detached: the JVM leads its own process group
+                        os.killpg(lease.jvm_pid, signal.SIGKILL)
+                    os.kill(lease.pid, signal.SIGKILL)
+
+
+@pytest.fixture
+def airflow_run(dag_env: dict[str, str]):
+    """``airflow_run(dag_id, conf=None, logical_date=None)`` -> :class:`DagRunResult`."""
+
+    def run(dag_id: str, conf: dict | None = None, logical_date: str | None = None) -> DagRunResult:
+        return run_dag(dag_env, dag_id, conf, logical_date)
+
+    return run
+
+
+@pytest.fixture
+def poll():
+    """``poll(condition, timeout, what)``: wait until ``condition()`` is truthy, return it."""
+    return wait_for
+
+
+def wait_for(condition, timeout: float, what: str, interval: float = 1.0) -> Any:
+    """Poll ``condition`` until it returns something truthy (returned); fail after ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
+        time.sleep(interval)

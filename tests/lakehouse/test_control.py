@@ -1,0 +1,209 @@
+"""Leases with real processes: one driver per flow, takeover only from provably dead holders,
+and a driver bound to its JVM (stand-ins here: a parent process and its Python child)."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from lakehouse.control import Deployment, FlowControl, Lease, LeaseHeld, LeaseKeeper, Proc
+
+FLOW = "silver.device_events"
+
+# A "driver": binds to its parent like jobs/driver.py does, takes the lease, reports, sleeps.
+DRIVER = """
+import json, sys, time
+from lakehouse.control import FlowControl, die_with_parent
+die_with_parent()
+lease = FlowControl(sys.argv[1], "iot").acquire(sys.argv[2], "owner-child", 30, "continuous")
+print(json.dumps({"pid": lease.pid, "jvm_pid": lease.jvm_pid}), flush=True)
+time.sleep(600)
+"""
+# A stand-in for the JVM spark-submit starts: runs the driver as its child, and like a real
+# JVM takes a few seconds to shut down after its Python driver died.
+PARENT = """
+import subprocess, sys, time
+child = subprocess.Popen([sys.executable, "-c", sys.argv[1], *sys.argv[2:]])
+child.wait()
+time.sleep(3)
+"""
+
+
+def wait_until(condition, timeout: float = 20, what: str = "condition") -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+        time.sleep(0.1)
+
+
+@pytest.fixture
+def control(tmp_path: Path) -> FlowControl:
+    return FlowControl(tmp_path / "control", "iot")
+
+
+@pytest.fixture
+def driver(tmp_path: Path):
+    """Start a parent ("JVM") running a lease-holding child ("Python driver")."""
+    started: list[subprocess.Popen] = []
+
+    def start() -> tuple[subprocess.Popen, dict[str, int]]:
+        parent = subprocess.Popen(
+            [sys.executable, "-c", PARENT, DRIVER, str(tmp_path / "control"), FLOW],
+            stdout=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+        )
+        started.append(parent)
+        line = parent.stdout.readline()
+        assert line, "the driver did not start"
+        return parent, json.loads(line)
+
+    yield start
+    for parent in started:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(parent.pid, signal.SIGKILL)
+        parent.wait(timeout=10)
+
+
+def test_a_second_driver_is_refused_with_the_holder_named(control: FlowControl) -> None:
+    lease = control.acquire(FLOW, "first", ttl=30, trigger="continuous")
+    assert control.running(FLOW) == lease and lease.jvm_pid is None  # no spark-submit here
+    with pytest.raises(LeaseHeld, match=rf"already runs \(continuous\) on .* pid {os.getpid()}"):
+        control.acquire(FLOW, "second", ttl=30, trigger="incremental")
+    control.release(FLOW, "second")  # not the owner: nothing happens
+    assert control.running(FLOW) is not None
+    control.release(FLOW, "first")
+    assert control.lease(FLOW) is None
+
+
+def test_an_expired_lease_of_another_host_is_taken_over(control: FlowControl) -> None:
+    now = datetime.now(UTC)
+    remote = Lease(
+        FLOW, "remote", "continuous", "other-host", 1, None, None, None,
+        now - timedelta(minutes=5), now - timedelta(minutes=2), now + timedelta(seconds=5),
+    )  # fmt: skip
+    control.dir.mkdir(parents=True)
+    (control.dir / f"{FLOW}.lease").write_text(remote.to_json())
+    assert not remote.holder_gone(), "another host's process cannot be checked: only expiry tells"
+    with pytest.raises(LeaseHeld):
+        control.acquire(FLOW, "me", ttl=30, trigger="continuous")
+    expired = Lease(**{**remote.__dict__, "expires_at": now - timedelta(seconds=1)})
+    (control.dir / f"{FLOW}.lease").write_text(expired.to_json())
+    assert control.acquire(FLOW, "me", ttl=30, trigger="continuous").owner == "me"
+
+
+def test_sigkill_of_the_jvm_kills_its_driver_and_frees_the_flow(control: FlowControl, driver) -> None:
+    parent, held = driver()
+    lease = control.running(FLOW)
+    assert lease is not None and (lease.pid, lease.jvm_pid) == (held["pid"], parent.pid)
+    os.kill(parent.pid, signal.SIGKILL)
+    parent.wait(timeout=10)
+    wait_until(lambda: not Proc.of(held["pid"]) or not Proc.of(held["pid"]).alive(), what="driver death")
+    assert control.running(FLOW) is None
+    assert control.acquire(FLOW, "successor", ttl=30, trigger="continuous").owner == "successor"
+
+
+def test_the_flow_stays_held_while_the_jvm_of_a_killed_driver_lives(control: FlowControl, driver) -> None:
+    parent, held = driver()
+    os.kill(held["pid"], signal.SIGKILL)
+    time.sleep(0.5)
+    assert control.running(FLOW) is not None, "the JVM may still commit: the flow is not free yet"
+    with pytest.raises(LeaseHeld):
+        control.acquire(FLOW, "successor", ttl=30, trigger="continuous")
+    parent.wait(timeout=10)  # a real JVM exits by itself once its Python driver is gone
+    assert control.running(FLOW) is None
+
+
+def test_sigkill_of_the_process_group_frees_the_flow(control: FlowControl, driver) -> None:
+    parent, _ = driver()
+    os.killpg(parent.pid, signal.SIGKILL)
+    parent.wait(timeout=10)
+    wait_until(lambda: control.running(FLOW) is None, what="the lease to be free")
+
+
+def test_a_zombie_holder_counts_as_gone() -> None:
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc = Proc.of(child.pid)
+    assert proc is not None
+    wait_until(lambda: not proc.alive(), what="the unreaped child to count as gone")
+    assert Path(f"/proc/{child.pid}").exists(), "still a zombie: not reaped yet"
+    child.wait()
+
+
+def test_keeper_renews_and_fences_when_the_lease_is_taken(control: FlowControl) -> None:
+    lost = threading.Event()
+    keeper = LeaseKeeper(control, [FLOW, "gold.device_status"], "continuous", 3, lambda _: lost.set())
+    assert keeper.acquire() == []
+    first = control.lease(FLOW)
+    wait_until(lambda: control.lease(FLOW).renewed_at > first.renewed_at, what="a renewal")
+    keeper.release("gold.device_status")  # a stopped flow is released alone
+    assert control.lease("gold.device_status") is None and control.lease(FLOW) is not None
+    stolen = Lease(**{**control.lease(FLOW).__dict__, "owner": "usurper"})
+    (control.dir / f"{FLOW}.lease").write_text(stolen.to_json())
+    wait_until(lost.is_set, what="fencing")
+    keeper.release()
+    assert control.lease(FLOW).owner == "usurper", "a fenced driver never releases another's lease"
+
+
+def test_keeper_skips_held_flows_when_asked(control: FlowControl) -> None:
+    control.acquire(FLOW, "continuous-driver", ttl=30, trigger="continuous")
+    keeper = LeaseKeeper(control, ["bronze.device_events", FLOW], "incremental", 30, lambda _: None)
+    skipped = keeper.acquire(skip_held=True)
+    assert [s.lease.flow for s in skipped] == [FLOW] and keeper.flows == ["bronze.device_events"]
+    keeper.release()
+    strict = LeaseKeeper(control, ["bronze.device_events", FLOW], "incremental", 30, lambda _: None)
+    with pytest.raises(LeaseHeld):
+        strict.acquire()
+    assert control.lease("bronze.device_events") is None, "all or none"
+
+
+def test_deployments_reset_the_restart_budget(control: FlowControl) -> None:
+    control.record_restart(FLOW)
+    control.record_restart(FLOW)
+    hour_ago = datetime.now(UTC) - timedelta(hours=1)
+    assert len(control.restarts(FLOW, since=hour_ago)) == 2
+    deployment = Deployment(FLOW, "g1", "5 seconds", datetime.now(UTC))
+    control.deploy(deployment)
+    assert control.deployment(FLOW) == deployment and control.restarts(FLOW, since=hour_ago) == []
+    control.undeploy(FLOW)
+    assert control.deployment(FLOW) is None
+
+
+def test_backfills_of_a_pipeline_run_one_after_another(control: FlowControl) -> None:
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD_BACKFILL_LOCK, str(control.dir.parent)], stdout=subprocess.PIPE, text=True
+    )
+    assert holder.stdout.readline().strip() == "locked"
+    entered = threading.Event()
+
+    def second() -> None:
+        with control.backfill_lock():
+            entered.set()
+
+    thread = threading.Thread(target=second)
+    thread.start()
+    assert not entered.wait(1), "a second backfill waits"
+    holder.kill()  # the kernel releases the lock of a dead process
+    holder.wait()
+    assert entered.wait(10)
+    thread.join()
+
+
+HOLD_BACKFILL_LOCK = """
+import sys, time
+from lakehouse.control import FlowControl
+with FlowControl(sys.argv[1], "iot").backfill_lock():
+    print("locked", flush=True)
+    time.sleep(600)
+"""
