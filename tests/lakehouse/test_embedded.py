@@ -18,7 +18,7 @@ import polars as pl
 import pytest
 
 from lakehouse.config import Settings
-from lakehouse.embedded import MARKER, Platform
+from lakehouse.embedded import MARKER, Platform, port_in_use
 from lakehouse.lake import Lake
 from lakehouse.monitoring.ops_tables import read_table
 
@@ -79,6 +79,7 @@ def platform(tmp_path_factory: pytest.TempPathFactory):
     env = {
         **os.environ,
         "LAKEHOUSE_AIRFLOW_PORT": str(free_port()),
+        "LAKEHOUSE_SERVE_PORT": str(free_port()),
         "LAKEHOUSE_PLATFORM_DIR": str(base / "state"),
         "LAKEHOUSE_ROOT": str(base / "lake"),
         "LAKEHOUSE_SHUFFLE_PARTITIONS": "2",
@@ -94,6 +95,7 @@ def platform(tmp_path_factory: pytest.TempPathFactory):
         root=env["LAKEHOUSE_ROOT"],
         platform_dir=Path(env["LAKEHOUSE_PLATFORM_DIR"]),
         airflow_port=int(env["LAKEHOUSE_AIRFLOW_PORT"]),
+        serve_port=int(env["LAKEHOUSE_SERVE_PORT"]),
     )
     running = Platform(conf)
     states = [json.loads(f.read_text()) for f in (conf.platform_dir / "run").glob("*.json")]
@@ -121,6 +123,9 @@ def test_make_up_prints_where_and_how_to_log_in(platform) -> None:
     }  # fmt: skip
     landing = Path(running.conf.root) / "landing" / "iot" / "device_events"
     assert any(landing.glob("*.json")), "the generator feeds the landing zone"
+    assert f"jdbc:hive2://127.0.0.1:{running.conf.serve_port}/default" in output
+    assert port_in_use(running.conf.serve_port), "make up starts the SQL server"
+    assert f"{running.url}/quality-docs/" in output
 
 
 def readme_block(name: str) -> str:

@@ -13,6 +13,7 @@ declares expectations or checks. Parse time stays pure: no GX, no pyspark, no fi
 from __future__ import annotations
 
 import logging
+from datetime import timedelta
 from typing import TYPE_CHECKING
 
 from lakehouse.quality.checks import checked_tables
@@ -82,7 +83,7 @@ Row expectations are also enforced on every row as streams and backfills write (
         catchup=False,
         max_active_runs=1,
         tags=factory._tags(pipeline, "quality"),
-        default_args=factory.default_args(pipeline),
+        default_args=factory.default_args(pipeline, execution_timeout=timedelta(minutes=30)),
         params={
             "tables": Param(
                 names,
@@ -95,7 +96,9 @@ Row expectations are also enforced on every row as streams and backfills write (
         run_checks = SparkSubmitOperator(task_id="run_checks", **spec.operator_kwargs())
         for name in names:
 
-            @task(task_id=f"verdict_{factory.task_id(name)}", retries=0)
+            @task(
+                task_id=f"verdict_{factory.task_id(name)}"
+            )  # violations fail at once (AirflowFailException skips retries)
             def verdict(table: str = name) -> str:
                 from lakehouse.config import settings
                 from lakehouse.lake import Lake

@@ -14,6 +14,7 @@ import pytest
 
 from lakehouse.config import Settings
 from lakehouse.orchestration import factory
+from lakehouse.quality.checks import checked_tables
 from lakehouse.registry import discover
 
 REPO = Path(__file__).resolve().parents[3]
@@ -95,7 +96,9 @@ def test_dag_bag_has_no_import_errors() -> None:
     bag = DagBag(dag_folder=str(REPO / "dags"))
     assert bag.import_errors == {}
     pipelines = discover("pipelines")
-    assert set(bag.dag_ids) == {f"{p}_{kind}" for p in pipelines for kind in KINDS}
+    checked = {f"{name}_quality" for name, p in pipelines.items() if checked_tables(p)}
+    assert checked == {"iot_quality", "ads_quality"}  # lakehouse.quality.dag, for declared checks
+    assert set(bag.dag_ids) == {f"{p}_{kind}" for p in pipelines for kind in KINDS} | checked
 
 
 def test_every_dag_is_documented_tagged_owned_retried_and_alerting(dags: dict) -> None:
