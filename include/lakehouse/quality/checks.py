@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from lakehouse.quality.declare import Expectation, snake_case
+from lakehouse.quality.declare import Expectation, checked_tables, snake_case
 from lakehouse.quality.results import QualityLog, to_json
 from lakehouse.sources import PARSE_ERROR
 
@@ -51,11 +51,6 @@ def quality_home(settings: Settings) -> Path:
 def docs_dir(home: Path) -> Path:
     """Where GX builds the Data Docs site (``index.html``) of a project."""
     return home / "gx" / "uncommitted" / "data_docs" / DOCS_SITE
-
-
-def checked_tables(pipeline: Pipeline) -> tuple[Table, ...]:
-    """Tables with something to check at rest, in dependency order."""
-    return tuple(t for t in pipeline.ordered() if t.checks or t.expectations)
 
 
 @dataclass(frozen=True)

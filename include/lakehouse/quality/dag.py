@@ -16,7 +16,7 @@ import logging
 from datetime import timedelta
 from typing import TYPE_CHECKING
 
-from lakehouse.quality.checks import checked_tables
+from lakehouse.quality.declare import checked_tables
 
 if TYPE_CHECKING:
     from airflow.sdk import DAG

@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any, Literal
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
 
-    from lakehouse.spec import Table
+    from lakehouse.spec import Pipeline, Table
 
 Action = Literal["warn", "drop", "fail"]
 ROW_ACTIONS: tuple[str, ...] = ("warn", "drop", "fail")
@@ -164,3 +164,8 @@ def problems(table: Table) -> list[str]:
                 )
             labels.add(item.label)
     return found
+
+
+def checked_tables(pipeline: Pipeline) -> tuple[Table, ...]:
+    """Tables with something to check at rest, in dependency order."""
+    return tuple(t for t in pipeline.ordered() if t.checks or t.expectations)

@@ -14,7 +14,7 @@ import pytest
 
 from lakehouse.config import Settings
 from lakehouse.orchestration import factory
-from lakehouse.quality.checks import checked_tables
+from lakehouse.quality.declare import checked_tables
 from lakehouse.registry import discover
 
 REPO = Path(__file__).resolve().parents[3]
@@ -59,7 +59,7 @@ PARSE = textwrap.dedent(
     print(json.dumps(found))
     """
 )
-HEAVY = ("pyspark", "py4j", "great_expectations", "deltalake", "polars", "pandas", "delta")
+HEAVY = ("pyspark", "py4j", "great_expectations", "deltalake", "polars", "pandas", "pyarrow", "delta")
 
 
 @pytest.fixture(scope="module")
