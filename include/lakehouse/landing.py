@@ -68,8 +68,11 @@ _PRODUCERS: dict[str, object] = {}
 
 
 def _producer(servers: str):  # noqa: ANN202 (kafka-python is untyped)
+    import logging
+
     from kafka import KafkaProducer
 
+    logging.getLogger("kafka").setLevel(logging.WARNING)  # a line per connection otherwise
     if servers not in _PRODUCERS:
         producer = KafkaProducer(bootstrap_servers=servers.split(","), acks="all", linger_ms=5)
         _PRODUCERS[servers] = producer

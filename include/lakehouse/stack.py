@@ -34,6 +34,7 @@ import sys
 import time
 import urllib.request
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -415,6 +416,21 @@ def select(only: list[str] | None) -> list[Service]:
     if unknown:
         raise SystemExit(f"unknown service(s) {sorted(unknown)}; the stack has {[s.name for s in SERVICES]}")
     return [s for s in SERVICES if s.name in only]
+
+
+ENGINES = ["postgres", "kafka", "spark-master", "spark-worker"]
+"""The engines alone (what tests start): Airflow and the generator then run as the test wants."""
+
+
+@contextlib.contextmanager
+def running(conf: Settings, only: list[str] | None = None) -> Iterator[Stack]:
+    """The stack of ``conf.stack_dir`` (or only some services), stopped on exit whatever happens."""
+    stack = Stack.open(conf)
+    try:
+        up(stack, select(only))
+        yield stack
+    finally:
+        down(stack)
 
 
 def up(stack: Stack, services: list[Service], timeout: float = 600) -> None:
