@@ -153,6 +153,7 @@ class Settings(BaseSettings):
             "LAKEHOUSE_SPARK_LOG_LEVEL": self.spark_log_level,
             "LAKEHOUSE_LEASE_TTL_SECONDS": str(self.lease_ttl_seconds),
             "LAKEHOUSE_PLATFORM_DIR": str(self.platform_dir),
+            "LAKEHOUSE_STACK_DIR": str(self.stack_dir),
             "LAKEHOUSE_AIRFLOW_PORT": str(self.airflow_port),
         }
         env["LAKEHOUSE_SERVE_HOST"] = self.serve_host

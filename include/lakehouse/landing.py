@@ -67,7 +67,7 @@ def atomic_write(path: Path, text: str | bytes) -> Path:
 _PRODUCERS: dict[str, object] = {}
 
 
-def _producer(servers: str):  # noqa: ANN202 (kafka-python is untyped)
+def _producer(servers: str):
     import logging
 
     from kafka import KafkaProducer

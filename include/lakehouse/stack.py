@@ -34,10 +34,10 @@ import sys
 import time
 import urllib.request
 import uuid
-from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from lakehouse.config import PROJECT_ROOT, Settings, settings
 from lakehouse.embedded import (
@@ -51,6 +51,9 @@ from lakehouse.embedded import (
     sql_server_ready,
     wait_ready,
 )
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
 
 KAFKA_POM = PROJECT_ROOT / "scripts" / "kafka" / "pom.xml"
 KAFKA_JARS = PROJECT_ROOT / ".jars" / "kafka"
@@ -323,7 +326,14 @@ def _postgres_ready(stack: Stack) -> str | None:  # type: ignore[return]
 
 
 def _kafka_command(stack: Stack) -> list[str]:
-    return ["java", "-Xmx512m", "-cp", f"{KAFKA_JARS}/*", "kafka.Kafka", str(stack.dir / "kafka" / "server.properties")]
+    return [
+        "java",
+        "-Xmx512m",
+        "-cp",
+        f"{KAFKA_JARS}/*",
+        "kafka.Kafka",
+        str(stack.dir / "kafka" / "server.properties"),
+    ]
 
 
 def _kafka_ready(stack: Stack) -> str | None:
@@ -403,7 +413,16 @@ SERVICES: list[Service] = [
     Service("sql-server", lambda stack: [str(BIN / "lakehouse"), "serve"], sql_server_ready),
     Service(
         "generator-iot",
-        lambda stack: [str(BIN / "lakehouse"), "generate", "iot", "--continuous", "--events", "50", "--every", "5"],
+        lambda stack: [
+            str(BIN / "lakehouse"),
+            "generate",
+            "iot",
+            "--continuous",
+            "--events",
+            "50",
+            "--every",
+            "5",
+        ],
     ),
 ]
 """What ``make stack-up`` runs, in start order (``make stack-down`` stops them in reverse)."""

@@ -56,11 +56,22 @@ def test_every_service_has_a_health_check() -> None:
 
 def test_the_issue_s_services_are_there() -> None:
     names = set(services())
-    airflow = {"airflow-init", "airflow-api-server", "airflow-scheduler", "airflow-dag-processor", "airflow-triggerer"}
-    assert airflow | {"postgres", "kafka", "spark-master", "spark-worker", "thrift-server", "generator"} <= names
+    airflow = {
+        "airflow-init",
+        "airflow-api-server",
+        "airflow-scheduler",
+        "airflow-dag-processor",
+        "airflow-triggerer",
+    }
+    assert (
+        airflow | {"postgres", "kafka", "spark-master", "spark-worker", "thrift-server", "generator"} <= names
+    )
     executor = {environment(services()[n]).get("AIRFLOW__CORE__EXECUTOR") for n in airflow}
     assert executor == {"LocalExecutor"}
-    assert all("postgresql+psycopg2://" in environment(services()[n])["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"] for n in airflow)
+    assert all(
+        "postgresql+psycopg2://" in environment(services()[n])["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"]
+        for n in airflow
+    )
     spark = environment(services()["airflow-scheduler"])["AIRFLOW_CONN_SPARK_DEFAULT"]
     assert '"spark://spark-master"' in spark and "7077" in spark
     for name in ("spark-worker", "airflow-scheduler", "thrift-server", "generator"):  # one shared lake
@@ -68,10 +79,15 @@ def test_the_issue_s_services_are_there() -> None:
 
 
 def test_each_service_maps_to_its_native_twin() -> None:
-    twins = {name: (service.get("labels") or {}).get("lakehouse.native-twin") for name, service in services().items()}
+    twins = {
+        name: (service.get("labels") or {}).get("lakehouse.native-twin")
+        for name, service in services().items()
+    }
     unmapped = {name for name, twin in twins.items() if twin not in NATIVE}
     assert not unmapped, f"services without a native twin in lakehouse.stack.SERVICES: {unmapped}"
-    assert set(twins.values()) == NATIVE, f"native services missing from compose: {NATIVE - set(twins.values())}"
+    assert set(twins.values()) == NATIVE, (
+        f"native services missing from compose: {NATIVE - set(twins.values())}"
+    )
 
 
 def test_no_default_secrets_and_admin_ports_on_localhost() -> None:
@@ -108,7 +124,11 @@ def test_dockerfile_installs_the_pinned_stack() -> None:
     assert re.search(r"^FROM python:3\.11", dockerfile, re.MULTILINE)
 
 
-@pytest.mark.skipif(not os.environ.get("DOCKER_HOST") and not Path("/var/run/docker.sock").exists(), reason="no Docker engine")
+@pytest.mark.skipif(
+    not os.environ.get("DOCKER_HOST") and not Path("/var/run/docker.sock").exists(), reason="no Docker engine"
+)
 def test_docker_compose_config_accepts_it(tmp_path: Path) -> None:  # pragma: no cover - Docker hosts only
     subprocess.run(["bash", str(REPO / "scripts" / "compose_env.sh"), str(tmp_path / ".env")], check=True)
-    subprocess.run(["docker", "compose", "--env-file", str(tmp_path / ".env"), "config", "-q"], cwd=REPO, check=True)
+    subprocess.run(
+        ["docker", "compose", "--env-file", str(tmp_path / ".env"), "config", "-q"], cwd=REPO, check=True
+    )

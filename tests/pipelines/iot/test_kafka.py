@@ -99,7 +99,9 @@ def test_kafka_to_gold_exactly_once_across_driver_sigkill(stack, cli_env: dict[s
     def driver() -> subprocess.Popen:
         command = [str(BIN / "lakehouse"), "run", "iot", "--trigger", "continuous", "--interval", "1 second"]
         log = open(Path(conf.root).parent / "driver.log", "ab")  # noqa: SIM115 (kept open by the child)
-        return subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        return subprocess.Popen(
+            command, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        )
 
     drivers: list[subprocess.Popen] = []
     try:
@@ -138,4 +140,3 @@ def test_kafka_to_gold_exactly_once_across_driver_sigkill(stack, cli_env: dict[s
     assert bronze.filter(pl.col("_parse_error").is_null())["_kafka_key"].null_count() == 0
     assert silver["event_id"].n_unique() == silver.height, "an event was written twice"
     assert set(silver["event_id"]) == produced["ids"], "an event was lost"
-
