@@ -126,3 +126,17 @@ def read(spark: SparkSession):
 @pytest.fixture(scope="session")
 def ads() -> Pipeline:
     return registry.get("pipelines", "ads")
+
+
+@pytest.fixture(scope="session")
+def stack():
+    """The native production topology's engines (Postgres, Kafka KRaft, Spark master + worker),
+    started once by ``lakehouse.stack`` in a temporary directory, stopped at the end."""
+    import tempfile
+
+    from lakehouse import stack as topology
+
+    home = Path(tempfile.mkdtemp(prefix="lakehouse-stack-"))
+    home.chmod(0o755)  # Postgres runs as its own user when the tests run as root
+    with topology.running(Settings(stack_dir=home), topology.ENGINES) as started:
+        yield started

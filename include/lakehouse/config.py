@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from functools import lru_cache
 from pathlib import Path
+from typing import Literal
 
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -69,6 +70,22 @@ class Settings(BaseSettings):
         default=30.0,
         gt=2,
         description="A driver's lease on its flows expires this long after its last renewal.",
+    )
+
+    # -- Kafka sources (see lakehouse.spec.KafkaTopic and the production topology) ----------
+    kafka_bootstrap_servers: str | None = Field(
+        default=None,
+        description="Kafka brokers of KafkaTopic sources and Kafka generators, e.g. kafka:9092.",
+    )
+    stack_dir: Path = Field(
+        default=PROJECT_ROOT / ".stack",
+        description="State of the native production topology (`make stack-up`): data, logs, "
+        "pids, ports.json and passwords of Kafka, Spark standalone, Postgres and Airflow.",
+    )
+    ingest: Literal["files", "kafka"] = Field(
+        default="files",
+        description="Where pipelines that offer both take their bronze events from: landing "
+        "files or Kafka topics (the IoT pipeline does; generators follow the same switch).",
     )
 
     # -- serving (lakehouse sql / serve; see lakehouse.serving) ------------------------------
@@ -136,6 +153,7 @@ class Settings(BaseSettings):
             "LAKEHOUSE_SPARK_LOG_LEVEL": self.spark_log_level,
             "LAKEHOUSE_LEASE_TTL_SECONDS": str(self.lease_ttl_seconds),
             "LAKEHOUSE_PLATFORM_DIR": str(self.platform_dir),
+            "LAKEHOUSE_STACK_DIR": str(self.stack_dir),
             "LAKEHOUSE_AIRFLOW_PORT": str(self.airflow_port),
         }
         env["LAKEHOUSE_SERVE_HOST"] = self.serve_host
@@ -149,6 +167,9 @@ class Settings(BaseSettings):
             env["LAKEHOUSE_SERVE_PASSWORD_FILE"] = str(self.serve_password_file)
         if self.control_dir:
             env["LAKEHOUSE_CONTROL_DIR"] = self.control_dir
+        if self.kafka_bootstrap_servers:
+            env["LAKEHOUSE_KAFKA_BOOTSTRAP_SERVERS"] = self.kafka_bootstrap_servers
+        env["LAKEHOUSE_INGEST"] = self.ingest
         if self.spark_master:
             env["LAKEHOUSE_SPARK_MASTER"] = self.spark_master
         if self.spark_conf:

@@ -1,17 +1,22 @@
-"""Landing zone writes for generators and tests: whole files appear atomically.
+"""Where generators and tests deliver source records: landing files, or Kafka topics.
 
 Spark's file source ignores names starting with ``.``, so a file is written as a hidden
-temporary and renamed into place: a stream never reads half a file.
+temporary and renamed into place: a stream never reads half a file. For a table whose source
+is a :class:`~lakehouse.spec.KafkaTopic`, the same call produces each line as one record
+(keyed by the event's ``device``/first field when it is JSON) and waits until the broker has
+acknowledged them all (``acks=all``), so a generator runs unchanged against either source.
 """
 
 from __future__ import annotations
 
+import atexit
+import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from lakehouse.spec import JsonFiles, Pipeline
+from lakehouse.spec import JsonFiles, KafkaTopic, Pipeline
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -34,8 +39,12 @@ class Landing:
             raise ValueError(f"generators write to a local lake, not {self.lake.root}")
         return Path(self.lake.landing(self.pipeline.name, spec.source.path or spec.short_name))
 
-    def write_lines(self, table: str, name: str, lines: Iterable[str]) -> Path:
-        """Write one landing file of JSON lines for ``table``'s source, atomically."""
+    def write_lines(self, table: str, name: str, lines: Iterable[str]) -> Path | str:
+        """Write one landing file of JSON lines for ``table``'s source, atomically; for a Kafka
+        source, produce the lines to its (first) topic and return ``kafka://<topic>``."""
+        source = self.pipeline.table(table).source
+        if isinstance(source, KafkaTopic):
+            return produce(source, list(lines))
         return atomic_write(self.source_dir(table) / name, "".join(f"{line}\n" for line in lines))
 
     def write_reference(self, lookup: str, text: str) -> Path:
@@ -53,3 +62,45 @@ def atomic_write(path: Path, text: str | bytes) -> Path:
         os.fsync(handle.fileno())
     os.replace(tmp, path)
     return path
+
+
+_PRODUCERS: dict[str, object] = {}
+
+
+def _producer(servers: str):
+    import logging
+
+    from kafka import KafkaProducer
+
+    logging.getLogger("kafka").setLevel(logging.WARNING)  # a line per connection otherwise
+    if servers not in _PRODUCERS:
+        producer = KafkaProducer(bootstrap_servers=servers.split(","), acks="all", linger_ms=5)
+        _PRODUCERS[servers] = producer
+        atexit.register(producer.close)
+    return _PRODUCERS[servers]
+
+
+def _key(line: str) -> bytes | None:
+    """The record key: the event's device (one device's events stay in order in one partition)."""
+    try:
+        value = json.loads(line)
+    except ValueError:
+        return None
+    device = value.get("device") if isinstance(value, dict) else None
+    return str(device).encode() if device is not None else None
+
+
+def produce(source: KafkaTopic, lines: list[str]) -> str:
+    """Produce ``lines`` to ``source``'s first topic; returns once the broker acknowledged all."""
+    from lakehouse.config import settings
+
+    servers = source.bootstrap_servers or settings().kafka_bootstrap_servers
+    if not servers:
+        raise ValueError("no Kafka broker configured: set LAKEHOUSE_KAFKA_BOOTSTRAP_SERVERS=host:9092")
+    producer = _producer(servers)
+    topic = source.topics[0]
+    futures = [producer.send(topic, key=_key(line), value=line.encode()) for line in lines]  # type: ignore[attr-defined]
+    producer.flush()  # type: ignore[attr-defined]
+    for future in futures:
+        future.get(timeout=60)  # raises if a record was not acknowledged
+    return f"kafka://{topic}"

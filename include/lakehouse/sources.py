@@ -1,4 +1,5 @@
-"""Bronze ingestion: read a source as a stream or a batch and parse it against its schema.
+"""Bronze ingestion: read a source (landing files or Kafka topics) as a stream or a batch and
+parse it against its schema.
 
 Parsing never drops a line. A line that is not JSON, has a value of the wrong type, or lacks
 a required (``NOT NULL``) field is kept in bronze with ``_raw_record`` (the line as received)
@@ -11,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from lakehouse.spec import Column, JsonFiles, Lookup, Pipeline, Table
+from lakehouse.spec import Column, JsonFiles, KafkaTopic, Lookup, Pipeline, SpecError, Table
 
 if TYPE_CHECKING:
     from pyspark.sql import Column as SparkColumn
@@ -25,6 +26,15 @@ RESCUED = "_rescued_data"
 SOURCE_FILE = "_source_file"
 INGESTED_AT = "_ingested_at"
 BRONZE_METADATA = (RAW_RECORD, PARSE_ERROR, RESCUED, SOURCE_FILE, INGESTED_AT)
+# What bronze keeps of every Kafka record, whatever its value holds.
+KAFKA_COLUMNS = (
+    "_kafka_key",
+    "_kafka_value",
+    "_kafka_topic",
+    "_kafka_partition",
+    "_kafka_offset",
+    "_kafka_timestamp",
+)
 
 
 def landing_path(lake: Lake, pipeline: Pipeline, table: Table) -> str:
@@ -40,9 +50,11 @@ def _ensure_dir(path: str) -> None:
 def read_source(
     spark: SparkSession, lake: Lake, pipeline: Pipeline, table: Table, *, streaming: bool
 ) -> DataFrame:
-    """The parsed bronze rows of ``table``'s source (landing JSON-lines files)."""
+    """The parsed bronze rows of ``table``'s source (landing JSON-lines files or Kafka)."""
     from pyspark.sql import functions as F
 
+    if isinstance(table.source, KafkaTopic):
+        return read_kafka(spark, table, streaming=streaming)
     source = table.source
     assert isinstance(source, JsonFiles), f"{table.name} has no file source"
     path = landing_path(lake, pipeline, table)
@@ -61,8 +73,59 @@ def read_source(
     return parse_json(lines, source.columns)
 
 
-def parse_json(lines: DataFrame, columns: tuple[Column, ...]) -> DataFrame:
-    """``value`` (one JSON document per row) -> typed columns + bronze metadata columns."""
+def kafka_servers(source: KafkaTopic, table: Table) -> str:
+    from lakehouse.config import settings
+
+    servers = source.bootstrap_servers or settings().kafka_bootstrap_servers
+    if not servers:
+        raise SpecError(
+            f"table {table.name!r} reads Kafka topic(s) {', '.join(source.topics)} but no broker is "
+            "configured: set LAKEHOUSE_KAFKA_BOOTSTRAP_SERVERS=host:9092 (or bootstrap_servers=)"
+        )
+    return servers
+
+
+def read_kafka(spark: SparkSession, table: Table, *, streaming: bool) -> DataFrame:
+    """Kafka records -> parsed bronze rows, each with its key, value, topic, partition, offset
+    and timestamp. Streams resume from the offsets in their checkpoint; a batch (backfill) reads
+    every retained record, from the earliest offsets to the latest."""
+    from pyspark.sql import functions as F
+
+    source = table.source
+    assert isinstance(source, KafkaTopic)
+    reader = spark.readStream if streaming else spark.read
+    reader = (
+        reader.format("kafka")
+        .option("kafka.bootstrap.servers", kafka_servers(source, table))
+        .option("subscribe", ",".join(source.topics))
+        # a record deleted by retention before it was read is loss: fail loudly, never skip
+        .option("failOnDataLoss", "true")
+    )
+    if streaming:
+        reader = reader.option("startingOffsets", source.starting_offsets)
+        if source.max_offsets_per_trigger:
+            reader = reader.option("maxOffsetsPerTrigger", source.max_offsets_per_trigger)
+    else:
+        reader = reader.option("startingOffsets", "earliest").option("endingOffsets", "latest")
+    for key, value in source.options.items():
+        reader = reader.option(key, value)
+    records = reader.load().select(
+        F.col("value").cast("string").alias("value"),
+        F.col("key").cast("string").alias("_kafka_key"),
+        F.col("value").cast("string").alias("_kafka_value"),
+        F.col("topic").alias("_kafka_topic"),
+        F.col("partition").alias("_kafka_partition"),
+        F.col("offset").alias("_kafka_offset"),
+        F.col("timestamp").alias("_kafka_timestamp"),
+    )
+    return parse_json(records, source.columns, carry=KAFKA_COLUMNS)
+
+
+def parse_json(
+    lines: DataFrame, columns: tuple[Column, ...], carry: tuple[str, ...] = (SOURCE_FILE,)
+) -> DataFrame:
+    """``value`` (one JSON document per row) -> typed columns + bronze metadata columns, with
+    the ``carry`` columns (where the row came from) kept as they are."""
     from pyspark.sql import functions as F
 
     ddl = ", ".join(f"`{c.name}` {c.type}" for c in columns) + ", `_corrupt` STRING"
@@ -96,7 +159,7 @@ def parse_json(lines: DataFrame, columns: tuple[Column, ...]) -> DataFrame:
         F.when(error.isNotNull(), F.col("value")).alias(RAW_RECORD),
         error.alias(PARSE_ERROR),
         F.when(F.size(extra) > 0, F.to_json(extra)).alias(RESCUED),
-        F.col(SOURCE_FILE),
+        *[F.col(name) for name in carry],
         F.current_timestamp().alias(INGESTED_AT),
     )
 

@@ -101,7 +101,55 @@ class JsonFiles:
         return ddl_columns(self.schema)
 
 
-Source = JsonFiles
+@dataclass(frozen=True)
+class KafkaTopic:
+    """Bronze source: JSON documents in the values of Kafka topic(s), read with Spark's
+    Structured Streaming Kafka source.
+
+    Bronze keeps each record's Kafka coordinates (``_kafka_key``, ``_kafka_value``,
+    ``_kafka_topic``, ``_kafka_partition``, ``_kafka_offset``, ``_kafka_timestamp``) next to the
+    parsed ``schema`` columns (parsed like :class:`JsonFiles` lines: a bad value stays in bronze
+    with ``_parse_error``). Offsets live in the flow's checkpoint and every micro-batch is
+    committed once (txnAppId/txnVersion), so a crash never loses or duplicates a record.
+
+    - ``topics``: one or more topic names.
+    - ``starting_offsets``: where a new checkpoint starts: ``earliest``, ``latest``, or Spark's
+      JSON per-partition form. A running flow resumes from its checkpoint, whatever this says.
+    - ``max_offsets_per_trigger``: at most this many records per micro-batch (all topics).
+    - ``bootstrap_servers``: default ``LAKEHOUSE_KAFKA_BOOTSTRAP_SERVERS`` (deployment, not
+      declaration); ``options``: more ``kafka.*`` consumer options (security, ...).
+    """
+
+    schema: str
+    topics: Sequence[str]
+    starting_offsets: str = "earliest"
+    max_offsets_per_trigger: int | None = 10000
+    bootstrap_servers: str | None = None
+    options: Mapping[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if isinstance(self.topics, str):
+            object.__setattr__(self, "topics", (self.topics,))
+        object.__setattr__(self, "topics", tuple(self.topics))
+        if not ddl_columns(self.schema):
+            raise SpecError("KafkaTopic.schema is empty; give a DDL string like 'id STRING NOT NULL'")
+        if not self.topics or not all(re.match(r"^[A-Za-z0-9._-]+$", t) for t in self.topics):
+            raise SpecError(
+                f"KafkaTopic.topics {list(self.topics)!r}: give one or more topic names "
+                "(letters, digits, '.', '_', '-')"
+            )
+        if self.max_offsets_per_trigger is not None and self.max_offsets_per_trigger < 1:
+            raise SpecError("KafkaTopic.max_offsets_per_trigger must be a positive number of records")
+        for key in self.options:
+            if not key.startswith("kafka."):
+                raise SpecError(f"KafkaTopic.options key {key!r}: Kafka client options start with 'kafka.'")
+
+    @property
+    def columns(self) -> tuple[Column, ...]:
+        return ddl_columns(self.schema)
+
+
+Source = JsonFiles | KafkaTopic
 
 
 @dataclass(frozen=True)

@@ -19,11 +19,16 @@ from unregistered devices, or with a signal outside the sensor's physical range 
 from the registry). Table checks: ``event_id`` unique in silver, fresh events, gold windows
 unique, complete and consistent with silver, one status per device matching silver.
 
+Bronze reads landing files, or the ``iot.device_events`` Kafka topic with
+``LAKEHOUSE_INGEST=kafka`` (and ``LAKEHOUSE_KAFKA_BOOTSTRAP_SERVERS``): same schema, same
+tables downstream; the generator follows the same switch.
+
 Declarations only: no pyspark (nor GX) here: Airflow imports this module when parsing DAGs.
 """
 
+from lakehouse.config import settings
 from lakehouse.quality import gxe
-from lakehouse.spec import JsonFiles, Lookup, Pipeline, Table, Window
+from lakehouse.spec import JsonFiles, KafkaTopic, Lookup, Pipeline, Table, Window
 
 WATERMARK = "10 minutes"
 WINDOW = Window(size="10 minutes", slide="5 minutes")
@@ -64,6 +69,13 @@ FROM {batch} s FULL OUTER JOIN latest l ON s.device = l.device
 WHERE s.event_time IS DISTINCT FROM l.event_time
 """
 
+EVENT_SCHEMA = (
+    "event_id STRING NOT NULL, device STRING, device_type STRING, "
+    "signal DOUBLE NOT NULL, event_time TIMESTAMP NOT NULL"
+)
+TOPIC = "iot.device_events"
+SOURCES = {"files": JsonFiles(schema=EVENT_SCHEMA), "kafka": KafkaTopic(schema=EVENT_SCHEMA, topics=[TOPIC])}
+
 pipeline = Pipeline(
     name="iot",
     description="IoT device events: windows per device type and the latest status per device.",
@@ -79,10 +91,7 @@ pipeline = Pipeline(
         Table(
             "bronze.device_events",
             description="Device events as received; malformed lines kept with _parse_error.",
-            source=JsonFiles(
-                schema="event_id STRING NOT NULL, device STRING, device_type STRING, "
-                "signal DOUBLE NOT NULL, event_time TIMESTAMP NOT NULL",
-            ),
+            source=SOURCES[settings().ingest],
             event_time="event_time",
             freshness="10 minutes",
             expectations=[

@@ -13,6 +13,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -148,3 +149,59 @@ def wait_for(condition, timeout: float, what: str, interval: float = 1.0) -> Any
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
         time.sleep(interval)
+
+
+@pytest.fixture(scope="session")
+def stack_airflow_db(stack) -> str:
+    """Airflow's metadata database on the stack's Postgres, migrated once per session."""
+    env = {**airflow_env(Path(tempfile.mkdtemp(prefix="lakehouse-stack-airflow-"))),
+           "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": stack.database_url}  # fmt: skip
+    result = subprocess.run(
+        [str(BIN / "airflow"), "db", "migrate"], env=env, capture_output=True, text=True, timeout=900
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    return stack.database_url
+
+
+@dataclass(frozen=True)
+class Topology:
+    """Where a test's DAG runs keep their metadata and where its drivers run."""
+
+    name: str
+    env: dict[str, str]
+    spark_master_ui: int | None = None
+
+    def cluster_apps(self) -> list[dict[str, Any]]:
+        """Applications running on the Spark standalone cluster (none embedded)."""
+        if self.spark_master_ui is None:
+            return []
+        url = f"http://127.0.0.1:{self.spark_master_ui}/json/"
+        with urllib.request.urlopen(url, timeout=10) as answer:
+            return json.load(answer)["activeapps"]
+
+
+@pytest.fixture(params=["embedded", "stack"])
+def topology(request: pytest.FixtureRequest, dag_env: dict[str, str]) -> Topology:
+    """``embedded``: SQLite, drivers on ``local[2]``. ``stack``: the production topology, natively:
+    Airflow's metadata on Postgres, ``spark_default`` -> the Spark standalone master."""
+    if request.param == "embedded":
+        return Topology("embedded", dag_env)
+    stack = request.getfixturevalue("stack")
+    env = {
+        **dag_env,
+        "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": request.getfixturevalue("stack_airflow_db"),
+        "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps(
+            {"conn_type": "spark", "host": "spark://127.0.0.1", "port": stack.port["spark_master"]}
+        ),
+    }
+    return Topology("stack", env, stack.port["spark_master_ui"])
+
+
+@pytest.fixture
+def topology_run(topology: Topology):
+    """``airflow_run`` on the test's :func:`topology`."""
+
+    def run(dag_id: str, conf: dict | None = None, logical_date: str | None = None) -> DagRunResult:
+        return run_dag(topology.env, dag_id, conf, logical_date)
+
+    return run

@@ -1,0 +1,142 @@
+"""IoT from Kafka: events produced to the broker of the native stack flow to bronze (with their
+Kafka coordinates), silver and gold; the driver is SIGKILLed mid-run and restarted from its
+checkpoints, and every produced record is in bronze once and every event in silver once."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from lakehouse.config import Settings
+from lakehouse.lake import Lake
+from lakehouse.landing import Landing
+from lakehouse.monitoring.ops_tables import read_table
+from lakehouse.registry import discover
+from lakehouse.sources import KAFKA_COLUMNS
+from pipelines.iot.generator import generate
+from pipelines.iot.pipeline import SOURCES, TOPIC
+
+BIN = Path(sys.executable).parent
+START = datetime(2026, 3, 1, 8, tzinfo=UTC)
+
+
+def wait_for(condition, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
+        time.sleep(1)
+
+
+def create_topic(servers: str, partitions: int = 2) -> None:
+    from kafka import KafkaAdminClient
+    from kafka.admin import NewTopic
+    from kafka.errors import TopicAlreadyExistsError
+
+    admin = KafkaAdminClient(bootstrap_servers=servers)
+    with contextlib.suppress(TopicAlreadyExistsError):
+        admin.create_topics([NewTopic(TOPIC, num_partitions=partitions, replication_factor=1)])
+    admin.close()
+
+
+def end_offsets(servers: str) -> dict[int, int]:
+    from kafka import KafkaConsumer, TopicPartition
+
+    consumer = KafkaConsumer(bootstrap_servers=servers)
+    partitions = [TopicPartition(TOPIC, p) for p in consumer.partitions_for_topic(TOPIC)]
+    offsets = {tp.partition: offset for tp, offset in consumer.end_offsets(partitions).items()}
+    consumer.close()
+    return offsets
+
+
+@pytest.mark.slow
+def test_kafka_to_gold_exactly_once_across_driver_sigkill(stack, cli_env: dict[str, str]) -> None:
+    env = {**cli_env, "LAKEHOUSE_INGEST": "kafka", "LAKEHOUSE_KAFKA_BOOTSTRAP_SERVERS": stack.kafka_servers}
+    conf = Settings(root=env["LAKEHOUSE_ROOT"], ingest="kafka", kafka_bootstrap_servers=stack.kafka_servers)
+    iot = discover("pipelines")["iot"]  # as the driver will see it with LAKEHOUSE_INGEST=kafka:
+    source = replace(SOURCES["kafka"], bootstrap_servers=stack.kafka_servers)
+    kafka_iot = replace(iot, tables=[replace(t, source=source) if t.source else t for t in iot.tables])
+    lake = Lake(conf.root)
+    landing = Landing(lake, kafka_iot)
+    create_topic(stack.kafka_servers)
+    assert sum(end_offsets(stack.kafka_servers).values()) == 0, "the topic starts empty"
+    produced = {"records": 0, "ids": set()}
+
+    def produce(wave: int) -> None:
+        summary = generate(
+            landing, events=200, seed=wave, start=START + timedelta(hours=wave),
+            late_fraction=0.1, duplicate_fraction=0.05, malformed_fraction=0.02,
+        )  # fmt: skip
+        produced["records"] += summary.lines
+        produced["ids"] |= set(summary.event_ids)
+
+    def tables() -> dict[str, pl.DataFrame] | None:
+        try:
+            return {t: read_table(lake.table(t)) for t in kafka_iot.table_names}
+        except Exception:  # a table being created
+            return None
+
+    def caught_up() -> bool:
+        found = tables()
+        return bool(
+            found
+            and found["bronze.device_events"].height == produced["records"]
+            and found["silver.device_events"].height == len(produced["ids"])
+            and int(found["gold.device_type_stats"]["events"].sum()) == 2 * len(produced["ids"])
+            and found["gold.device_status"].height == found["silver.device_events"]["device"].n_unique()
+        )
+
+    def driver() -> subprocess.Popen:
+        command = [str(BIN / "lakehouse"), "run", "iot", "--trigger", "continuous", "--interval", "1 second"]
+        log = open(Path(conf.root).parent / "driver.log", "ab")  # noqa: SIM115 (kept open by the child)
+        return subprocess.Popen(
+            command, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        )
+
+    drivers: list[subprocess.Popen] = []
+    try:
+        produce(0)
+        drivers.append(driver())
+        wait_for(caught_up, 300, "the first wave to reach gold")
+
+        produce(1)
+        wait_for(
+            lambda: (found := tables()) and found["bronze.device_events"].height > produced["records"] - 200,
+            120, "the second wave to reach bronze",
+        )  # fmt: skip
+        os.killpg(drivers[-1].pid, signal.SIGKILL)  # the Python driver and its JVM, mid-run
+        drivers[-1].wait(30)
+        produce(2)  # produced while no driver runs
+
+        drivers.append(driver())
+        wait_for(caught_up, 300, "every wave to reach gold after the restart")
+    finally:
+        for process in drivers:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)
+            process.wait(30)
+        print((Path(conf.root).parent / "driver.log").read_text()[-3000:])
+
+    found = tables()
+    assert found is not None
+    bronze, silver = found["bronze.device_events"], found["silver.device_events"]
+    assert set(KAFKA_COLUMNS) <= set(bronze.columns)
+    offsets = end_offsets(stack.kafka_servers)
+    assert sum(offsets.values()) == produced["records"]
+    for partition, end in offsets.items():  # every record of every partition, once
+        mine = bronze.filter(pl.col("_kafka_partition") == partition)["_kafka_offset"].sort().to_list()
+        assert mine == list(range(end)), f"partition {partition}: offsets lost or duplicated"
+    assert bronze["_kafka_value"].null_count() == 0 and set(bronze["_kafka_topic"]) == {TOPIC}
+    assert bronze.filter(pl.col("_parse_error").is_null())["_kafka_key"].null_count() == 0
+    assert silver["event_id"].n_unique() == silver.height, "an event was written twice"
+    assert set(silver["event_id"]) == produced["ids"], "an event was lost"
