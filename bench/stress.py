@@ -27,6 +27,7 @@ Usage: ``.venv/bin/python bench/stress.py --steps 100 [--seed 7]`` (``make stres
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import random
@@ -119,10 +120,8 @@ class Driver:
 
     def kill(self) -> None:
         assert self.process is not None
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.killpg(self.process.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
         self.process.wait(timeout=60)
 
     def stop(self) -> None:
@@ -215,7 +214,7 @@ class Script:
                         "signal": 50.0,  # registered, within the sensor's range
                         "event_time": when.strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
                     }
-                )  # fmt: skip
+                )
             )
             self.too_late.add(event_id)
         self.landing.write_lines(BRONZE, f"too-late-{len(self.too_late):05d}.json", rows)
@@ -305,7 +304,7 @@ class Script:
         self.land()
         self.restart()
         for step in range(1, steps + 1):
-            action = self.rng.choices(*zip(*self.applicable().items()))[0]
+            action = self.rng.choices(*zip(*self.applicable().items(), strict=False))[0]
             if action == "land":
                 self.land()
             elif action == "too_late":
