@@ -224,11 +224,18 @@ class Script:
         self.figures.too_late_sent += len(rows)
 
     def kill(self, in_flight: bool) -> None:
+        """SIGKILL once the driver runs its queries: at a random moment, or while a micro-batch
+        is in flight (new data is landed first, so that there is one)."""
         if in_flight:
-            deadline = time.monotonic() + 60
-            while not self.driver.in_flight() and self.driver.alive and time.monotonic() < deadline:
-                time.sleep(0.01)
-            self.figures.kills_in_flight += self.driver.in_flight()
+            self.land()
+        began, since = time.monotonic(), self._commits()
+        while self.driver.alive and time.monotonic() - began < 300:
+            if self.driver.in_flight() or (not in_flight and self._commits() != since):
+                break
+            time.sleep(0.01)
+        if not in_flight:
+            time.sleep(self.rng.uniform(0, 2))
+        self.figures.kills_in_flight += self.driver.in_flight()
         self.driver.kill()
         self.figures.kills += 1
 
@@ -293,15 +300,14 @@ class Script:
         actions = {"land": 3, "kill" if self.driver.alive else "restart": 3}
         if not busy:  # concurrent with a backfill, only new hours arrive (see the module doc)
             actions["too_late"] = 1
-            if self.hours >= 3:
-                actions["backfill"] = 1
+            actions["backfill"] = 2
         return actions
 
     def run(self, steps: int, progress: bool = False) -> Figures:
         began = time.monotonic()
         self.landing.write_reference("devices", registry_csv(20))
-        self.land()
-        self.land()
+        for _ in range(3):
+            self.land()
         self.restart()
         for step in range(1, steps + 1):
             action = self.rng.choices(*zip(*self.applicable().items(), strict=False))[0]
@@ -323,6 +329,8 @@ class Script:
         self.join_backfill()
         self.settle()
         self.driver.stop()
+        if progress:
+            print(f"settled and stopped at {time.monotonic() - began:6.1f} s; verifying", flush=True)
         self.verify()
         self.figures.seconds = round(time.monotonic() - began, 1)
         return self.figures

@@ -15,7 +15,7 @@ def test_random_kills_restarts_and_backfills_keep_every_event_exactly_once(
 ) -> None:
     stress = bench_script("stress")
     figures = stress.stress(
-        spark, str(tmp_path / "lake"), steps=6, seed=3, events_per_hour=120, progress=True
+        spark, str(tmp_path / "lake"), steps=5, seed=3, events_per_hour=120, progress=True
     )
     assert figures.violations == []
     assert figures.kills >= 1 and figures.kills_in_flight >= 1, figures
