@@ -27,9 +27,10 @@ def test_small_files_stay_bounded_over_repeated_runs(
     spark, read, lake: Lake, iot: Pipeline, iot_landing
 ) -> None:
     active, stored = [], []
-    for wave in range(4):
-        land_and_run(spark, lake, iot, iot_landing, wave)
-        reports = {r.table: r for r in maintain(spark, lake, iot, retention_hours=0)}
+    tables = ["bronze.device_events", "silver.device_events"]
+    for wave in range(3):
+        land_and_run(spark, lake, iot, iot_landing, wave, flows=tables)
+        reports = {r.table: r for r in maintain(spark, lake, iot, tables, retention_hours=0)}
         silver = reports["silver.device_events"]
         active.append(silver.files_after)
         stored.append(silver.stored_files_after)
@@ -37,8 +38,7 @@ def test_small_files_stay_bounded_over_repeated_runs(
         assert silver.files_after <= days, "one compacted file per partition"
         assert silver.stored_files_after == silver.files_after, "VACUUM removed the compacted files"
         assert reports["bronze.device_events"].files_after == 1
-        assert reports["gold.device_type_stats"].state_bytes > 0 and silver.state_files > 0
-        assert "quarantine.silver_device_events" in reports or wave >= 0
+        assert silver.state_bytes > 0 and silver.state_files > 0  # its dedupe state
     assert max(active) <= 2 and max(stored) <= 2, (active, stored)
     # without maintenance the same runs leave a few files per micro-batch
     assert silver.files_before > silver.files_after
@@ -47,7 +47,7 @@ def test_small_files_stay_bounded_over_repeated_runs(
 def test_vacuum_keeps_what_a_lagging_stream_still_reads(
     spark, read, lake: Lake, iot: Pipeline, iot_landing
 ) -> None:
-    land_and_run(spark, lake, iot, iot_landing, 0)
+    land_and_run(spark, lake, iot, iot_landing, 0, flows=["bronze.device_events", "silver.device_events"])
     land_and_run(spark, lake, iot, iot_landing, 1, flows=["bronze.device_events"])  # silver lags
     [report] = maintain(spark, lake, iot, ["bronze.device_events"], retention_hours=0)
     assert report.retention_hours >= 1, "raised to cover silver's lag"
