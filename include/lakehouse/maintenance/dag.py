@@ -65,7 +65,7 @@ Every day, for each pipeline ({names}), `lakehouse maintain <pipeline>`:
                 type="number",
                 minimum=0,
                 description="Hours of removed files VACUUM keeps (time travel); raised for lagging streams.",
-            )  # fmt: skip
+            )
         },
     ) as dag:
         for pipeline in pipelines:
