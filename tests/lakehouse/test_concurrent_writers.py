@@ -22,11 +22,13 @@ START = datetime(2026, 7, 1, tzinfo=UTC)
 SILVER = "silver.device_events"
 
 
-def land(landing: Landing, hour: float, seed: int, events: int = 120) -> set[str]:
-    start = START + timedelta(hours=hour)
+def land(landing: Landing, minute: int, seed: int, events: int = 120, minutes: int = 20) -> set[str]:
+    """``events`` events over ``[minute, minute + minutes)`` of the day; a racing wave (seed > 1)
+    starts where the data so far ends and has no late events, so none is beyond the watermark."""
+    start = START + timedelta(minutes=minute)
     summary = generate(
-        landing, events=events, seed=seed, start=start, end=start + timedelta(minutes=20),
-        write_registry=seed == 0, file_prefix=f"wave-{seed}",
+        landing, events=events, seed=seed, start=start, end=start + timedelta(minutes=minutes),
+        write_registry=seed == 0, file_prefix=f"wave-{seed}", late_fraction=0.05 if seed < 2 else 0.0,
     )  # fmt: skip
     return summary.valid_ids
 
@@ -55,13 +57,13 @@ def silver_ids(read, lake: Lake) -> list[str]:
 def test_backfill_of_a_past_slice_while_the_stream_writes_newer_rows(
     spark, read, live, lake: Lake, iot: Pipeline, iot_landing: Landing
 ) -> None:
-    expected = land(iot_landing, 0, 0) | land(iot_landing, 1, 1)
+    expected = land(iot_landing, 0, 0) | land(iot_landing, 60, 1)
     flows = live(lake, iot)
     flows.settle()
     thread, errors = racing(spark, lake, iot, Slice(START, START + timedelta(hours=1)), [SILVER])
     seed = 2
     while thread.is_alive():  # newer events keep arriving in the same tables and partitions
-        expected |= land(iot_landing, 1 + seed / 10, seed, events=30)
+        expected |= land(iot_landing, 80 + 2 * (seed - 2), seed, events=30, minutes=2)
         seed += 1
         time.sleep(1)
     thread.join()
@@ -88,13 +90,13 @@ def test_backfill_of_the_slice_the_stream_is_writing_keeps_each_event_once(
     before silver's stream does (the stream then inserts only keys not yet in silver), or the
     stream may commit them first (the backfill's commit conflicts and it recomputes)."""
     flows_under_test = ["bronze.device_events", SILVER]
-    expected = land(iot_landing, 0, 0)
+    expected = land(iot_landing, 0, 0) | land(iot_landing, 20, 1)
     flows = live(lake, iot, flows_under_test)
     flows.settle()
     thread, errors = racing(spark, lake, iot, Slice(START, START + timedelta(hours=1)), [SILVER])
-    seed = 1
-    while thread.is_alive():  # late events of the slice, within the watermark
-        expected |= land(iot_landing, seed / 60, seed, events=20)
+    seed = 2
+    while thread.is_alive():  # more events of the slice, within the watermark
+        expected |= land(iot_landing, 40 + 2 * (seed - 2), seed, events=20, minutes=2)
         seed += 1
         time.sleep(0.5)
     thread.join()
