@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import statistics
 import sys
@@ -273,6 +274,7 @@ def bench(
             "plain_spark": gold_views(spark, str(Path(lakes["plain"].root) / "tables" / "gold")),
             "backfill": gold_views(spark, lakes["backfill"].table("gold.campaign_windows")),
         },
+        "load_average_1m": round(os.getloadavg()[0], 2),  # other work on the machine skews every figure
         "spark": spark.version,
         "measured_at": datetime.now(UTC).isoformat(timespec="seconds"),
     }
