@@ -28,6 +28,7 @@ def land_and_run(spark, lake: Lake, iot: Pipeline, landing: Landing, wave: int, 
         runner.run_incremental(iot.select(flows))
 
 
+@pytest.mark.slow
 def test_small_files_stay_bounded_over_repeated_runs(
     spark, read, lake: Lake, iot: Pipeline, iot_landing
 ) -> None:
