@@ -12,8 +12,8 @@ against a real continuous driver (``lakehouse run iot --trigger continuous``, a 
 - ``restart``: a new driver, resuming from the checkpoints;
 - ``backfill``: a random past hour of silver (and, downstream, gold) recomputed in this process
   while the stream keeps writing the same tables and new hours keep landing. It starts once the
-  stream has taken every landed row: a backfill of rows its stream has not read yet would be
-  written twice (see the limits in the README's stress section).
+  stream has caught up: gold windows still open in the stream's state would be overwritten by its
+  next update of them (see the limits in the README's "Proving it" section).
 
 At the end every flow drains, then the verdict: every landing line once in bronze or its
 quarantine; every valid event id exactly once in silver, except events that came too late
@@ -257,7 +257,7 @@ class Script:
             except Exception as exc:  # reported as a violation: a backfill must succeed
                 self.backfill_error.append(f"backfill {slice_.label} failed: {exc}")
 
-        self.settle()  # the stream has taken every landed row (see DESIGN note in the report)
+        self.settle()  # the stream has caught up (see the module doc)
         self.backfill_thread = threading.Thread(target=run, name="stress-backfill")
         self.backfill_thread.start()
         self.figures.backfills += 1
