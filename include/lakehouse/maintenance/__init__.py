@@ -21,8 +21,6 @@ from dataclasses import asdict, dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from lakehouse.quality.results import quarantine_table
-
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
@@ -198,6 +196,8 @@ def maintain(
 ) -> list[TableReport]:
     """Maintain the pipeline's tables (all by default) and their quarantine tables that exist."""
     from delta.tables import DeltaTable
+
+    from lakehouse.quality.results import quarantine_table
 
     names = [t.name for t in pipeline.select(tables or None)]
     candidates = [*names, *(quarantine_table(n) for n in names)]

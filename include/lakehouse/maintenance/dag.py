@@ -54,8 +54,9 @@ Every day, for each pipeline ({names}), `lakehouse maintain <pipeline>`:
         max_active_runs=1,
         tags=["lakehouse", "maintenance"],
         default_args={
-            "owner": "lakehouse",
+            "owner": ",".join(sorted({p.owner for p in pipelines})) or "lakehouse",
             "retries": 1,
+            "execution_timeout": timedelta(hours=3),
             "retry_delay": timedelta(minutes=5),
             "on_failure_callback": on_failure,
         },
@@ -71,5 +72,7 @@ Every day, for each pipeline ({names}), `lakehouse maintain <pipeline>`:
         for pipeline in pipelines:
             args = ["maintain", pipeline.name, "--retention-hours", "{{ params.retention_hours }}"]
             spec = driver_spec(conf, f"lakehouse-{pipeline.name}-maintain", args)
-            SparkSubmitOperator(task_id=f"maintain_{pipeline.name}", **spec.operator_kwargs())
+            SparkSubmitOperator(
+                task_id=f"maintain_{pipeline.name}", owner=pipeline.owner, **spec.operator_kwargs()
+            )
     return dag

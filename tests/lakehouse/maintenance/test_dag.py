@@ -19,7 +19,7 @@ print("tasks:", sorted(t.task_id for t in dag.tasks))
 print("schedule:", dag.timetable.expression)
 print("retries:", sorted({t.retries for t in dag.tasks}))
 print("args:", dag.get_task("maintain_iot").application_args)
-print("heavy:", sorted(m for m in ("great_expectations", "pyspark", "delta") if m in sys.modules))
+print("heavy:", sorted(m for m in ("great_expectations", "pyspark", "delta", "polars", "deltalake") if m in sys.modules))
 """
 
 
