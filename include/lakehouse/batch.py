@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 
 from lakehouse.flow import Slice, affected_slice, build
 from lakehouse.quality.enforce import QualityGate
-from lakehouse.writes import TableWriter, ensure_table
+from lakehouse.writes import TableWriter, ensure_table, retry_on_conflict
 
 if TYPE_CHECKING:
     from collections.abc import Iterator, Sequence
@@ -95,10 +95,16 @@ def backfill(
         started = time.monotonic()
         log.info("backfill %d/%d %s %s ...", number, len(work), table.name, table_slice.label)
         path = lake.table(table.name)
-        with _computed(spark, lake, pipeline, table, table_slice) as df:
-            ensure_table(spark, path, df.schema, table)
-            gate = QualityGate.for_table(lake, pipeline, table)
-            TableWriter(table, path, gate).write_slice(df, table_slice)
+
+        def attempt(table: Table = table, table_slice: Slice = table_slice, path: str = path) -> None:
+            with _computed(spark, lake, pipeline, table, table_slice) as df:
+                ensure_table(spark, path, df.schema, table)
+                gate = QualityGate.for_table(lake, pipeline, table)
+                TableWriter(table, path, gate).write_slice(df, table_slice)
+
+        # A stream writing the same table concurrently makes the commit conflict: recompute
+        # from the inputs as they are now (they hold what the stream wrote), then commit again.
+        retry_on_conflict(attempt, f"backfill {table.name} {table_slice.label}")
         step = BackfillStep(table.name, table_slice, _rows_written(spark, path), time.monotonic() - started)
         log.info(
             "backfill %d/%d %s: %s rows in %.1f s",

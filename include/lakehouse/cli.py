@@ -27,6 +27,7 @@ from rich.table import Table as RichTable
 from lakehouse import registry
 from lakehouse.config import Settings, settings
 from lakehouse.lake import Lake
+from lakehouse.maintenance.cli import register as register_maintenance
 from lakehouse.quality.cli import register as register_quality
 from lakehouse.quality.cli import validate_expectations
 from lakehouse.serving.commands import register as register_serving
@@ -502,6 +503,7 @@ def _age(seconds: float) -> str:
 # health in lakehouse.orchestration.cli (which registers itself on `app` when imported).
 register_serving(app)
 register_quality(app)
+register_maintenance(app)
 from lakehouse.orchestration import cli as _orchestration_commands  # noqa: E402, F401
 
 

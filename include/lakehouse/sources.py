@@ -134,8 +134,8 @@ def parse_json(
     names = F.array(*[F.lit(c.name) for c in columns])
     df = lines.withColumn("_p", parsed).withColumn("_m", as_map)
 
-    def present(name: str) -> SparkColumn:
-        return F.get_json_object("value", f"$['{name}']").isNotNull()
+    def present(name: str) -> SparkColumn:  # sent with a value (from the one parse into a map)
+        return F.col("_m").getItem(name).isNotNull()
 
     mismatched = F.concat_ws(
         ", ", *[F.when(present(c.name) & F.col(f"_p.`{c.name}`").isNull(), F.lit(c.name)) for c in columns]

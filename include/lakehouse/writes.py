@@ -3,7 +3,8 @@
 =============  =====================================  ======================================
 ``write``      micro-batch (stream)                    slice ``[start, end)`` (backfill)
 =============  =====================================  ======================================
-append         idempotent append                       replace the slice (``replaceWhere``)
+append         idempotent append (with keys: insert    replace the slice (``replaceWhere``)
+               the keys not in the table yet)
 upsert         MERGE latest row per key (newer wins)   same MERGE (full refresh: overwrite)
 aggregate      MERGE updated windows in place          replace the slice of windows
 =============  =====================================  ======================================
@@ -142,7 +143,7 @@ class TableWriter:
 
     def write_microbatch(self, batch: DataFrame, batch_id: int, app_id: str) -> None:
         what = f"{self.table.name} batch {batch_id}"
-        if self.table.write == "append":
+        if self.table.write == "append" and not self.table.dedupes:
             writer = (
                 batch.write.format("delta")
                 .mode("append")
@@ -175,9 +176,11 @@ class TableWriter:
             df.unpersist()
 
     def _replace_slice(self, df: DataFrame, slice_: Slice) -> None:
+        """One attempt: on a Delta conflict the caller recomputes ``df`` from fresh inputs and
+        retries (re-saving the same rows could delete what a concurrent stream just wrote)."""
         table = self.table
         if table.write == "upsert" and not slice_.is_full:
-            retry_on_conflict(lambda: self._merge(df), f"backfill {table.name}")
+            self._merge(df)
             return
         if table.write == "upsert":
             df = latest_per_key(df, table)
@@ -185,7 +188,7 @@ class TableWriter:
         if not slice_.is_full:
             assert table.event_time
             writer = writer.option("replaceWhere", slice_.condition(table.event_time))
-        retry_on_conflict(lambda: writer.save(self.path), f"backfill {table.name}")
+        writer.save(self.path)
 
     # ---------------------------------------------------------------- shared
     def _merge(self, df: DataFrame) -> None:
@@ -202,6 +205,10 @@ class TableWriter:
                 return f"struct({', '.join(f'{alias}.`{c}`' for c in table.sequence_by)})"
 
             merge = merge.whenMatchedUpdateAll(condition=f"{version('s')} > {version('t')}")
+        elif table.dedupes:
+            # insert-only: a key a backfill already wrote (read from the upstream before this
+            # stream did) is not appended a second time
+            pass
         else:
             merge = merge.whenMatchedUpdateAll()
         merge.whenNotMatchedInsertAll().withSchemaEvolution().execute()

@@ -29,6 +29,7 @@ from airflow.sdk.exceptions import AirflowFailException
 from lakehouse import registry
 from lakehouse.config import Settings, settings
 from lakehouse.lake import Lake
+from lakehouse.maintenance.dag import maintenance_dag
 from lakehouse.orchestration.alerts import on_failure
 from lakehouse.orchestration.submit import SPARK_CONN_ID, driver_spec
 from lakehouse.quality.dag import quality_dags
@@ -397,6 +398,6 @@ def build(pipeline: Pipeline, conf: Settings) -> list[DAG]:
 def build_all(conf: Settings | None = None) -> dict[str, DAG]:
     """Every DAG of every registered pipeline, by dag id (for a DAG file's ``globals()``)."""
     conf = conf or settings()
-    return {
-        dag.dag_id: dag for p in registry.discover(conf.pipelines_package).values() for dag in build(p, conf)
-    }
+    pipelines = list(registry.discover(conf.pipelines_package).values())
+    dags = [dag for p in pipelines for dag in build(p, conf)]
+    return {dag.dag_id: dag for dag in [*dags, maintenance_dag(pipelines, conf)]}

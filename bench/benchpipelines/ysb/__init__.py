@@ -1,0 +1,1 @@
+"""The Yahoo Streaming Benchmark as a platform pipeline (see bench/ysb.py)."""

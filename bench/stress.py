@@ -1,0 +1,442 @@
+"""Fault-injection stress test of exactly-once through bronze, silver and gold (iot pipeline).
+
+In the style of Spark's ``StreamTest.runStressTest``: a seeded random script of ``steps`` actions
+against a real continuous driver (``lakehouse run iot --trigger continuous``, a subprocess):
+
+- ``land``: an hour of generated traffic (late events within the watermark, retried duplicates,
+  malformed lines, events the expectations quarantine);
+- ``too_late``: a few events 15 to 60 minutes behind the latest, beyond the watermark;
+- ``kill``: SIGKILL of the driver's process group (Python and JVM), either at once or while a
+  micro-batch is in flight (an offset is logged and its commit is not: the Delta commit of the
+  batch is being written or about to be);
+- ``restart``: a new driver, resuming from the checkpoints;
+- ``backfill``: a random past hour of silver (and, downstream, gold) recomputed in this process
+  while the stream keeps writing the same tables and new hours keep landing. It starts once the
+  stream has caught up: gold windows still open in the stream's state would be overwritten by its
+  next update of them (see the limits in the README's "Proving it" section).
+
+At the end every flow drains, then the verdict: every landing line once in bronze or its
+quarantine; every valid event id exactly once in silver, except events that came too late
+(dropped by the watermark, counted in ``ops.stream_progress``, unless a backfill of their hour
+restored them); every rejected event once in silver's quarantine; each gold table equal to a
+batch recompute from silver.
+
+Usage: ``.venv/bin/python bench/stress.py --steps 100 [--seed 7]`` (``make stress N=100``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from lakehouse import registry
+from lakehouse.lake import Lake
+from lakehouse.landing import Landing
+from lakehouse.monitoring.ops_tables import read_table
+from lakehouse.quality.results import quarantine_table
+from pipelines.iot.generator import device_name, generate, registry_csv
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from lakehouse.spec import Pipeline
+
+REPO = Path(__file__).resolve().parents[1]
+# the CLI that jobs/driver.py runs under spark-submit (there, leases also record the JVM, this
+# process would be taken for it: the driver is started as the plain command instead)
+LAKEHOUSE = Path(sys.executable).parent / "lakehouse"
+START = datetime(2026, 3, 1, tzinfo=UTC)
+SILVER, BRONZE = "silver.device_events", "bronze.device_events"
+GOLD = ("gold.device_type_stats", "gold.device_status")
+
+
+@dataclass
+class Figures:
+    seed: int
+    steps: int = 0
+    kills: int = 0
+    kills_in_flight: int = 0
+    restarts: int = 0
+    backfills: int = 0
+    files: int = 0
+    lines: int = 0
+    events: int = 0
+    too_late_sent: int = 0
+    too_late_restored_or_kept: int = 0
+    late_drops_counted: int = 0
+    bronze_rows: int = 0
+    silver_rows: int = 0
+    quarantined: int = 0
+    seconds: float = 0.0
+    violations: list[str] = field(default_factory=list)
+
+
+def lake_env(lake: Lake) -> dict[str, str]:
+    return {
+        **os.environ,
+        "LAKEHOUSE_ROOT": lake.root,
+        "LAKEHOUSE_SPARK_MASTER": "local[2]",
+        "LAKEHOUSE_SHUFFLE_PARTITIONS": "2",
+        "LAKEHOUSE_SPARK_UI": "false",
+        "LAKEHOUSE_LEASE_TTL_SECONDS": "30",
+        "PYTHONUNBUFFERED": "1",
+    }
+
+
+class Driver:
+    """The continuous driver of every iot flow, as a killable subprocess (its own process group)."""
+
+    def __init__(self, lake: Lake, flows: tuple[str, ...], log_dir: Path) -> None:
+        self.lake, self.flows, self.log_dir = lake, flows, log_dir
+        self.process: subprocess.Popen[bytes] | None = None
+        self.starts = 0
+
+    @property
+    def alive(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def start(self) -> None:
+        self.starts += 1
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        with open(self.log_dir / f"driver-{self.starts}.log", "wb") as out:
+            self.process = subprocess.Popen(
+                [str(LAKEHOUSE), "run", "iot", "--trigger", "continuous", "--interval", "1 second"],
+                env=lake_env(self.lake), stdout=out, stderr=subprocess.STDOUT, cwd=REPO, start_new_session=True,
+            )  # fmt: skip
+
+    def kill(self) -> None:
+        assert self.process is not None
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.process.pid, signal.SIGKILL)
+        self.process.wait(timeout=60)
+
+    def stop(self) -> None:
+        """Graceful: SIGTERM lets each flow finish its micro-batch."""
+        if self.alive:
+            assert self.process is not None
+            os.killpg(self.process.pid, signal.SIGTERM)
+            try:
+                self.process.wait(timeout=120)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+    def in_flight(self) -> bool:
+        """A micro-batch has logged its offsets but not its commit (it is computing or writing)."""
+        for flow in self.flows:
+            root = Path(self.lake.checkpoint("iot", flow))
+            offsets, commits = _last(root / "offsets"), _last(root / "commits")
+            if offsets is not None and offsets != commits:
+                return True
+        return False
+
+    def log_tail(self, lines: int = 30) -> str:
+        path = self.log_dir / f"driver-{self.starts}.log"
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:]) if path.exists() else ""
+
+
+def _last(directory: Path) -> int | None:
+    numbers = [int(p.name) for p in directory.glob("*") if p.name.isdigit()] if directory.exists() else []
+    return max(numbers, default=None)
+
+
+def _ids(lake: Lake, table: str) -> list[str]:
+    df = read_table(lake.table(table))
+    return [] if df.is_empty() else df["event_id"].to_list()
+
+
+def _height(lake: Lake, table: str) -> int:
+    return read_table(lake.table(table)).height
+
+
+class Script:
+    """The state of one stress run: what was landed, and the oracle of what the tables must hold."""
+
+    def __init__(self, spark: SparkSession, lake: Lake, seed: int, events_per_hour: int) -> None:
+        self.spark, self.lake, self.rng = spark, lake, random.Random(seed)
+        self.pipeline: Pipeline = registry.get("pipelines", "iot")
+        self.landing = Landing(lake, self.pipeline)
+        self.events_per_hour = events_per_hour
+        self.figures = Figures(seed=seed)
+        self.driver = Driver(lake, tuple(self.pipeline.table_names), Path(lake.root) / "driver-logs")
+        self.hours = 0
+        self.latest = START
+        self.valid: set[str] = set()
+        self.rejected: dict[str, set[str]] = {}
+        self.too_late: set[str] = set()
+        self.backfill_thread: threading.Thread | None = None
+        self.backfill_error: list[str] = []
+
+    # ------------------------------------------------------------------ actions
+    def land(self) -> None:
+        start = START + timedelta(hours=self.hours)
+        summary = generate(
+            self.landing, events=self.rng.randint(self.events_per_hour // 2, self.events_per_hour),
+            files=self.rng.randint(1, 2), seed=self.rng.randrange(10**6), start=start,
+            end=start + timedelta(hours=1), late_fraction=0.1, duplicate_fraction=0.05,
+            malformed_fraction=0.02, unregistered_fraction=0.02, out_of_range_fraction=0.01,
+            null_device_fraction=0.01, far_future_fraction=0.005, write_registry=False,
+            file_prefix=f"hour-{self.hours:04d}",
+        )  # fmt: skip
+        self.hours += 1
+        self.latest = max(self.latest, datetime.fromisoformat(summary.last_event_time.replace("Z", "+00:00")))
+        self.figures.files += len(summary.files)
+        self.figures.lines += summary.lines
+        self.figures.events += summary.events
+        self.valid |= summary.valid_ids
+        for kind, ids in summary.rejected_ids.items():
+            self.rejected.setdefault(kind, set()).update(ids)
+
+    def send_too_late(self) -> None:
+        rows = []
+        for _ in range(self.rng.randint(1, 4)):
+            event_id = f"too-late-{uuid.UUID(int=self.rng.getrandbits(128))}"
+            when = self.latest - timedelta(minutes=self.rng.uniform(15, 60))
+            rows.append(
+                json.dumps(
+                    {
+                        "event_id": event_id,
+                        "device": device_name(4 * self.rng.randrange(5) + 3),
+                        "device_type": "humidity",
+                        "signal": 50.0,  # registered, within the sensor's range
+                        "event_time": when.strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
+                    }
+                )
+            )
+            self.too_late.add(event_id)
+        self.landing.write_lines(BRONZE, f"too-late-{len(self.too_late):05d}.json", rows)
+        self.figures.files += 1
+        self.figures.lines += len(rows)
+        self.figures.events += len(rows)
+        self.figures.too_late_sent += len(rows)
+
+    def kill(self, in_flight: bool) -> None:
+        """SIGKILL once the driver runs its queries: at a random moment, or while a micro-batch
+        is in flight (new data is landed first, so that there is one)."""
+        if in_flight:
+            self.land()
+        began, since = time.monotonic(), self._commits()
+        while self.driver.alive and time.monotonic() - began < 300:
+            if self.driver.in_flight() or (not in_flight and self._commits() != since):
+                break
+            time.sleep(0.01)
+        if not in_flight:
+            time.sleep(self.rng.uniform(0, 2))
+        self.figures.kills_in_flight += self.driver.in_flight()
+        self.driver.kill()
+        self.figures.kills += 1
+
+    def restart(self) -> None:
+        self.driver.start()
+        self.figures.restarts += 1
+
+    def backfill(self) -> None:
+        """A random past hour of silver (and gold downstream), concurrently with the stream."""
+        from lakehouse.batch import backfill
+        from lakehouse.flow import Slice
+
+        hour = self.rng.randrange(0, self.hours - 2)
+        slice_ = Slice(START + timedelta(hours=hour), START + timedelta(hours=hour + 1))
+
+        def run() -> None:
+            try:
+                backfill(self.spark, self.lake, self.pipeline, slice_, [SILVER], downstream=True)
+            except Exception as exc:  # reported as a violation: a backfill must succeed
+                self.backfill_error.append(f"backfill {slice_.label} failed: {exc}")
+
+        self.settle()  # the stream has caught up (see the module doc)
+        self.backfill_thread = threading.Thread(target=run, name="stress-backfill")
+        self.backfill_thread.start()
+        self.figures.backfills += 1
+
+    # ------------------------------------------------------------------ waiting
+    def join_backfill(self) -> None:
+        if self.backfill_thread is not None:
+            self.backfill_thread.join()
+            self.backfill_thread = None
+
+    def settle(self, timeout: float = 600) -> None:
+        """Wait until the (restarted if dead) driver has carried every landed line to gold."""
+        if not self.driver.alive:
+            self.restart()
+        deadline = time.monotonic() + timeout
+        stable_since, last = time.monotonic(), None
+        while time.monotonic() < deadline:
+            if not self.driver.alive:
+                raise RuntimeError(f"the driver died on its own:\n{self.driver.log_tail()}")
+            try:
+                bronze = _height(self.lake, BRONZE) + _height(self.lake, quarantine_table(BRONZE))
+                state = (bronze, *(_height(self.lake, t) for t in (SILVER, *GOLD)), self._commits())
+            except Exception:  # a table being created
+                state = None
+            if state != last:
+                stable_since, last = time.monotonic(), state
+            done = state is not None and state[0] >= self.figures.lines and not self.driver.in_flight()
+            if done and time.monotonic() - stable_since > 4:  # 4 quiet 1-second triggers
+                return
+            time.sleep(0.5)
+        raise TimeoutError(f"the stream did not catch up in {timeout:.0f} s:\n{self.driver.log_tail()}")
+
+    def _commits(self) -> tuple[int | None, ...]:
+        return tuple(_last(Path(self.lake.checkpoint("iot", f)) / "commits") for f in self.driver.flows)
+
+    # ------------------------------------------------------------------ the run
+    def applicable(self) -> dict[str, int]:
+        """Actions that make sense now, with their weights (like Spark's stress test)."""
+        busy = self.backfill_thread is not None and self.backfill_thread.is_alive()
+        actions = {"land": 3, "kill" if self.driver.alive else "restart": 3}
+        if not busy:  # concurrent with a backfill, only new hours arrive (see the module doc)
+            actions["too_late"] = 1
+            actions["backfill"] = 2
+        return actions
+
+    def run(self, steps: int, progress: bool = False) -> Figures:
+        began = time.monotonic()
+        self.landing.write_reference("devices", registry_csv(20))
+        for _ in range(3):
+            self.land()
+        self.restart()
+        for step in range(1, steps + 1):
+            action = self.rng.choices(*zip(*self.applicable().items(), strict=False))[0]
+            if action == "land":
+                self.land()
+            elif action == "too_late":
+                self.send_too_late()
+            elif action == "kill":
+                self.kill(in_flight=self.rng.random() < 0.6)
+            elif action == "restart":
+                self.restart()
+            else:
+                self.backfill()
+            self.figures.steps += 1
+            if progress:
+                print(f"step {step:4d}/{steps}  {action:<18} driver {'up' if self.driver.alive else 'down'}  "
+                      f"{time.monotonic() - began:6.1f} s", flush=True)  # fmt: skip
+            time.sleep(self.rng.uniform(0, 2))  # let the stream reach a random point
+        self.join_backfill()
+        self.settle()
+        self.driver.stop()
+        if progress:
+            print(f"settled and stopped at {time.monotonic() - began:6.1f} s; verifying", flush=True)
+        self.verify()
+        self.figures.seconds = round(time.monotonic() - began, 1)
+        return self.figures
+
+    # ------------------------------------------------------------------ the verdict
+    def verify(self) -> None:
+        from lakehouse.monitoring.progress import ProgressLog
+
+        violations = self.figures.violations
+        violations.extend(self.backfill_error)
+        bronze_q = _height(self.lake, quarantine_table(BRONZE))
+        self.figures.bronze_rows = _height(self.lake, BRONZE)
+        if self.figures.bronze_rows + bronze_q != self.figures.lines:
+            violations.append(
+                f"bronze {self.figures.bronze_rows} + quarantine {bronze_q} != lines {self.figures.lines}"
+            )
+        silver = _ids(self.lake, SILVER)
+        self.figures.silver_rows = len(silver)
+        if len(set(silver)) != len(silver):
+            violations.append(f"silver holds {len(silver) - len(set(silver))} duplicate event id(s)")
+        expected = self.valid | self.too_late
+        if extra := set(silver) - expected:
+            violations.append(f"{len(extra)} unexpected id(s) in silver, e.g. {sorted(extra)[:3]}")
+        missing = expected - set(silver)
+        if lost := missing - self.too_late:
+            violations.append(f"{len(lost)} valid event(s) lost from silver, e.g. {sorted(lost)[:3]}")
+        self.figures.too_late_restored_or_kept = len(self.too_late & set(silver))
+        totals = ProgressLog(self.lake).totals("iot").get(SILVER, {})
+        self.figures.late_drops_counted = totals.get("dropped_late", 0)
+        if len(missing & self.too_late) > self.figures.late_drops_counted:
+            violations.append(
+                f"{len(missing & self.too_late)} too-late event(s) missing, only "
+                f"{self.figures.late_drops_counted} late drop(s) counted"
+            )
+        quarantined = _ids(self.lake, quarantine_table(SILVER))
+        self.figures.quarantined = len(quarantined) + bronze_q
+        rejected = {i for kind, ids in self.rejected.items() if kind != "far_future" for i in ids}
+        if sorted(quarantined) != sorted(rejected):
+            violations.append(
+                f"silver quarantine: {len(quarantined)} rows ({len(set(quarantined))} ids), "
+                f"expected the {len(rejected)} rejected events once each"
+            )
+        if bronze_q != len(self.rejected.get("far_future", ())):
+            violations.append(
+                f"bronze quarantine {bronze_q} != far-future events {len(self.rejected.get('far_future', ()))}"
+            )
+        violations.extend(gold_differences(self.spark, self.lake, self.pipeline))
+
+
+def gold_differences(spark: SparkSession, lake: Lake, pipeline: Pipeline) -> list[str]:
+    """Each gold table against a batch recompute from silver with the same plan (empty: equal)."""
+    from pyspark.testing import assertDataFrameEqual
+
+    from lakehouse.flow import build
+    from lakehouse.writes import latest_per_key
+
+    out = []
+    for name in GOLD:
+        table = pipeline.table(name)
+        expected = build(spark, lake, pipeline, table, streaming=False)
+        if table.write == "upsert":
+            expected = latest_per_key(expected, table)
+        actual = spark.read.format("delta").load(lake.table(name)).select(*expected.columns)
+        try:
+            assertDataFrameEqual(actual, expected, checkRowOrder=False, rtol=1e-9)
+        except AssertionError as exc:
+            out.append(f"{name} differs from a batch recompute: {str(exc)[:1500]}")
+    return out
+
+
+def stress(spark: SparkSession, root: str, steps: int, seed: int, events_per_hour: int = 150,
+           progress: bool = False) -> Figures:  # fmt: skip
+    """One stress run in a fresh lake under ``root``; the driver is always stopped at the end."""
+    script = Script(spark, Lake(root), seed, events_per_hour)
+    try:
+        return script.run(steps, progress)
+    finally:
+        if script.driver.alive:
+            script.driver.kill()
+        script.join_backfill()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--steps", type=int, default=100)
+    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--events-per-hour", type=int, default=300)
+    args = parser.parse_args()
+    from lakehouse.config import Settings
+    from lakehouse.session import spark_session
+
+    with tempfile.TemporaryDirectory(prefix="lakehouse-stress-") as tmp:
+        settings = Settings(root=f"{tmp}/spark", spark_master="local[2]", shuffle_partitions=2, spark_ui=False,
+                            spark_log_level="ERROR")  # fmt: skip
+        spark = spark_session(settings, app_name="lakehouse-stress")
+        figures = stress(spark, f"{tmp}/lake", args.steps, args.seed, args.events_per_hour, progress=True)
+    data: dict[str, Any] = asdict(figures)
+    width = max(map(len, data))
+    for key, value in data.items():
+        if key != "violations":
+            print(f"{key:<{width}}  {value}")
+    print(f"{'violations':<{width}}  {len(figures.violations)}")
+    for violation in figures.violations:
+        print(f"  - {violation}")
+    sys.exit(1 if figures.violations else 0)
+
+
+if __name__ == "__main__":
+    main()

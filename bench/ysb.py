@@ -1,0 +1,335 @@
+"""Yahoo Streaming Benchmark-style figures: the platform against hand-written PySpark.
+
+Workload (YSB): ad events as JSON lines; keep views; join ad -> campaign (a static table); count
+views per campaign in 10-second event-time windows; three layers (bronze, silver, gold Delta).
+
+Measured in one process (one local Spark session, ``local[2]``), on the same generated day of
+events (``--files`` hourly files, read one file per micro-batch as a stream catching up would):
+
+- throughput: the ``ysb`` platform pipeline (``bench/benchpipelines/ysb``, discovered only
+  here) run as streams to completion (availableNow), against the same three queries written by
+  hand in plain PySpark: landing rows per second per core, and their ratio;
+- backfill: one ``lakehouse.batch.backfill`` of the day (a batch job) against the replay of the
+  day through the streams (the platform run above);
+- freshness in continuous mode: a probe event written to the landing zone until its campaign's
+  window is visible in gold through the three layers, p50 and p95.
+
+Writes ``bench/results/latest.json`` and ``latest.png``. Figures are printed, never asserted.
+Usage: ``.venv/bin/python bench/ysb.py [--events 400000 --files 24 --probes 20]`` (``make bench``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import statistics
+import sys
+import tempfile
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+BENCH = Path(__file__).resolve().parent
+sys.path.insert(0, str(BENCH))  # the benchpipelines package
+
+from lakehouse import registry  # noqa: E402
+from lakehouse.lake import Lake  # noqa: E402
+from lakehouse.landing import atomic_write  # noqa: E402
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+    from lakehouse.spec import Pipeline
+
+RESULTS = BENCH / "results"
+DAY = datetime(2026, 6, 1, tzinfo=UTC)
+CORES = 2  # local[2]
+SCHEMA = (
+    "user_id STRING, page_id STRING, ad_id STRING, ad_type STRING, event_type STRING, "
+    "event_time TIMESTAMP, ip_address STRING"
+)
+EVENT_TYPES = ("view", "click", "purchase")
+AD_TYPES = ("banner", "modal", "sponsored-search", "mail", "mobile")
+
+
+def pipeline() -> Pipeline:
+    return registry.get("benchpipelines", "ysb")
+
+
+def campaigns_csv(campaigns: int, ads_per_campaign: int, probes: int) -> str:
+    rows = ["ad_id,campaign_id"]
+    rows += [
+        f"ad-{c:03d}-{a:02d},campaign-{c:03d}" for c in range(campaigns) for a in range(ads_per_campaign)
+    ]
+    rows += [f"probe-ad-{p},probe-{p}" for p in range(probes)]
+    return "\n".join(rows) + "\n"
+
+
+def event(rng: random.Random, ad: str, when: datetime, event_type: str | None = None) -> str:
+    return json.dumps({
+        "user_id": f"user-{rng.randrange(100_000)}", "page_id": f"page-{rng.randrange(10_000)}", "ad_id": ad,
+        "ad_type": rng.choice(AD_TYPES), "event_type": event_type or rng.choice(EVENT_TYPES),
+        "event_time": when.strftime("%Y-%m-%dT%H:%M:%S.%fZ"), "ip_address": f"10.0.{rng.randrange(256)}.{rng.randrange(256)}",
+    })  # fmt: skip
+
+
+def land_day(lake: Lake, events: int, files: int, seed: int = 1, probes: int = 0) -> int:
+    """A day of events in ``files`` consecutive files (in event-time order, slightly shuffled)."""
+    rng = random.Random(seed)
+    ads = [f"ad-{c:03d}-{a:02d}" for c in range(100) for a in range(10)]
+    atomic_write(Path(lake.reference("ysb", "campaigns.csv")), campaigns_csv(100, 10, probes))
+    landing = Path(lake.landing("ysb", "ad_events"))
+    step = timedelta(days=1) / events
+    per_file = -(-events // files)
+    for f in range(files):
+        lines = [
+            event(rng, rng.choice(ads), DAY + step * i)
+            for i in range(f * per_file, min(events, (f + 1) * per_file))
+        ]
+        atomic_write(landing / f"day-{f:04d}.json", "\n".join(lines) + "\n")
+    return events
+
+
+def copy_landing(src: Lake, dst: Lake) -> None:
+    import shutil
+
+    for part in ("landing", "reference"):
+        shutil.copytree(Path(src.root) / part, Path(dst.root) / part, dirs_exist_ok=True)
+
+
+# ---------------------------------------------------------------------- the two implementations
+def run_platform(spark: SparkSession, lake: Lake) -> float:
+    from lakehouse.stream import StreamRunner
+
+    spec = pipeline()
+    began = time.perf_counter()
+    with StreamRunner(spark, lake, spec) as runner:
+        runner.run_incremental(spec.ordered())
+    return time.perf_counter() - began
+
+
+def run_plain(spark: SparkSession, root: Path) -> float:
+    """The same three layers, written by hand the way a Spark user would (availableNow)."""
+    from delta.tables import DeltaTable
+    from pyspark.sql import functions as F
+
+    began = time.perf_counter()
+    bronze, silver, gold = (str(root / "tables" / t) for t in ("bronze", "silver", "gold"))
+    checkpoints = root / "checkpoints"
+    events = (
+        spark.readStream.option("maxFilesPerTrigger", 1)
+        .format("text")
+        .load(str(root / "landing" / "ysb" / "ad_events"))
+        .select(F.from_json("value", SCHEMA).alias("e"))
+        .select("e.*")
+    )
+    q = events.writeStream.format("delta").option("checkpointLocation", str(checkpoints / "bronze"))
+    q.trigger(availableNow=True).start(bronze).awaitTermination()
+
+    campaigns = spark.read.option("header", "true").csv(str(root / "reference" / "ysb" / "campaigns.csv"))
+    views = (
+        spark.readStream.format("delta")
+        .load(bronze)
+        .withWatermark("event_time", "10 seconds")
+        .where(F.col("event_type") == "view")
+        .join(F.broadcast(campaigns), "ad_id")
+        .select("campaign_id", "ad_id", "event_time")
+    )
+    q = views.writeStream.format("delta").option("checkpointLocation", str(checkpoints / "silver"))
+    q.trigger(availableNow=True).start(silver).awaitTermination()
+
+    counts = (
+        spark.readStream.format("delta")
+        .load(silver)
+        .withWatermark("event_time", "10 seconds")
+        .groupBy(F.window("event_time", "10 seconds").alias("window"), "campaign_id")
+        .agg(F.count("*").alias("views"))
+        .select(F.col("window.start").alias("window_start"), "campaign_id", "views")
+    )
+
+    def upsert(batch: DataFrame, batch_id: int) -> None:
+        if not DeltaTable.isDeltaTable(spark, gold):
+            batch.limit(0).write.format("delta").save(gold)
+        target = DeltaTable.forPath(spark, gold).alias("t")
+        on = "t.window_start = s.window_start AND t.campaign_id = s.campaign_id"
+        target.merge(batch.alias("s"), on).whenMatchedUpdateAll().whenNotMatchedInsertAll().execute()
+
+    q = counts.writeStream.outputMode("update").foreachBatch(upsert)
+    q.option("checkpointLocation", str(checkpoints / "gold")).trigger(
+        availableNow=True
+    ).start().awaitTermination()
+    return time.perf_counter() - began
+
+
+def run_backfill(spark: SparkSession, lake: Lake) -> float:
+    from lakehouse.batch import backfill
+    from lakehouse.flow import Slice
+
+    began = time.perf_counter()
+    backfill(spark, lake, pipeline(), Slice(DAY, DAY + timedelta(days=1)))
+    return time.perf_counter() - began
+
+
+def gold_views(spark: SparkSession, path: str) -> int:
+    return int(spark.read.format("delta").load(path).agg({"views": "sum"}).collect()[0][0] or 0)
+
+
+# ---------------------------------------------------------------------- freshness
+def freshness(spark: SparkSession, lake: Lake, probes: int, interval: str) -> list[float]:
+    """Seconds from a probe's landing file (a view of its own campaign, event time now) until
+    its campaign is in gold, with the three flows running continuously."""
+    import pyarrow.compute as pc
+
+    from lakehouse.monitoring.ops_tables import read_table
+    from lakehouse.stream import StreamRunner, Trigger, stop_gracefully
+
+    spec = pipeline()
+    rng = random.Random(9)
+    landing = Path(lake.landing("ysb", "ad_events"))
+    atomic_write(Path(lake.reference("ysb", "campaigns.csv")), campaigns_csv(100, 10, probes))
+    gold = lake.table("gold.campaign_windows")
+    runner = StreamRunner(spark, lake, spec)
+    queries = [runner.start(t, Trigger("continuous", interval)) for t in spec.ordered()]
+    latencies = []
+    try:
+        for p in range(-1, probes):  # probe -1 warms the queries up, and is not counted
+            name = max(p, 0)
+            written = time.perf_counter()
+            atomic_write(
+                landing / f"probe-{p + 1:04d}.json",
+                event(rng, f"probe-ad-{name}", datetime.now(UTC), "view") + "\n",
+            )
+            deadline = written + 300
+            while time.perf_counter() < deadline:
+                try:
+                    if read_table(gold, where=pc.field("campaign_id") == f"probe-{name}").height:
+                        break
+                except Exception:  # a commit being written
+                    pass
+                time.sleep(0.02)
+            else:
+                raise TimeoutError(f"probe {p} did not reach gold in 300 s")
+            if p >= 0:
+                latencies.append(time.perf_counter() - written)
+                print(f"  probe {p}: {latencies[-1]:.2f} s", flush=True)
+            time.sleep(rng.uniform(0.2, 1.0))  # arrivals at random phases of the trigger
+    finally:
+        for query in queries:
+            stop_gracefully(query)
+        runner.close()
+    return latencies
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))]
+
+
+# ---------------------------------------------------------------------- the run
+def bench(
+    spark: SparkSession, work: Path, events: int, files: int, probes: int, interval: str
+) -> dict[str, Any]:
+    source = Lake(str(work / "source"))
+    land_day(source, events, files)
+    warm = Lake(str(work / "warm"))
+    land_day(warm, max(1000, events // 100), 2, seed=2)
+    run_platform(spark, warm)  # JIT and caches: the first Spark jobs of a JVM are slow
+    run_plain(spark, Path(warm.root))
+
+    lakes = {name: Lake(str(work / name)) for name in ("platform", "plain", "backfill")}
+    for lake in lakes.values():
+        copy_landing(source, lake)
+    print(f"throughput: {events:,} events in {files} files ...", flush=True)
+    plain_s = run_plain(spark, Path(lakes["plain"].root))
+    platform_s = run_platform(spark, lakes["platform"])
+    print(f"backfill of the day ({events:,} events) ...", flush=True)
+    backfill_s = run_backfill(spark, lakes["backfill"])
+    print(f"freshness: {probes} probes ...", flush=True)
+    latencies = freshness(spark, Lake(str(work / "fresh")), probes, interval)
+
+    platform_views = gold_views(spark, lakes["platform"].table("gold.campaign_windows"))
+    results = {
+        "events": events,
+        "files": files,
+        "cores": CORES,
+        "platform_seconds": round(platform_s, 2),
+        "plain_spark_seconds": round(plain_s, 2),
+        "backfill_seconds": round(backfill_s, 2),
+        "platform_rows_per_s_per_core": round(events / platform_s / CORES, 1),
+        "plain_spark_rows_per_s_per_core": round(events / plain_s / CORES, 1),
+        "ratio": round(plain_s / platform_s, 3),
+        "backfill_rows_per_s_per_core": round(events / backfill_s / CORES, 1),
+        "replay_rows_per_s_per_core": round(events / platform_s / CORES, 1),
+        "backfill_speedup_vs_replay": round(platform_s / backfill_s, 2),
+        "freshness_interval": interval,
+        "freshness_probes": len(latencies),
+        "freshness_p50_s": round(statistics.median(latencies), 3),
+        "freshness_p95_s": round(percentile(latencies, 0.95), 3),
+        "freshness_s": [round(x, 3) for x in latencies],
+        "gold_views": {
+            "platform": platform_views,
+            "plain_spark": gold_views(spark, str(Path(lakes["plain"].root) / "tables" / "gold")),
+            "backfill": gold_views(spark, lakes["backfill"].table("gold.campaign_windows")),
+        },
+        "load_average_1m": round(os.getloadavg()[0], 2),  # other work on the machine skews every figure
+        "spark": spark.version,
+        "measured_at": datetime.now(UTC).isoformat(timespec="seconds"),
+    }
+    return results
+
+
+def chart(results: dict[str, Any], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
+    names = ["plain PySpark", "platform (stream)", "platform backfill"]
+    values = [results[k] for k in ("plain_spark_rows_per_s_per_core", "platform_rows_per_s_per_core",
+                                   "backfill_rows_per_s_per_core")]  # fmt: skip
+    left.bar(names, values, color=["#888", "#1f77b4", "#2ca02c"])
+    left.set_ylabel("landing rows / s / core")
+    left.set_title(f"YSB, {results['events']:,} events, ratio {results['ratio']:.2f}")
+    right.hist(results["freshness_s"], bins=min(20, max(3, len(results["freshness_s"]))), color="#1f77b4")
+    for q in ("p50", "p95"):
+        right.axvline(results[f"freshness_{q}_s"], linestyle="--", color="k")
+        right.text(results[f"freshness_{q}_s"], 0.5, f" {q}", rotation=90)
+    right.set_xlabel("seconds, landing file -> visible in gold (3 layers)")
+    right.set_title(f"freshness, continuous ({results['freshness_interval']} trigger)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--events", type=int, default=400_000)
+    parser.add_argument("--files", type=int, default=24)
+    parser.add_argument("--probes", type=int, default=20)
+    parser.add_argument("--interval", default="0 seconds", help="Trigger interval of the freshness run.")
+    parser.add_argument("--out", type=Path, default=RESULTS, help="Directory of latest.json and latest.png.")
+    args = parser.parse_args(argv)
+    from lakehouse.config import Settings
+    from lakehouse.session import spark_session
+
+    with tempfile.TemporaryDirectory(prefix="lakehouse-ysb-") as tmp:
+        settings = Settings(root=f"{tmp}/spark", spark_master=f"local[{CORES}]", shuffle_partitions=CORES,
+                            spark_ui=False, spark_log_level="ERROR")  # fmt: skip
+        spark = spark_session(settings, app_name="lakehouse-ysb")
+        results = bench(spark, Path(tmp), args.events, args.files, args.probes, args.interval)
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "latest.json").write_text(json.dumps(results, indent=2) + "\n")
+    chart(results, args.out / "latest.png")
+    for key, value in results.items():
+        if key != "freshness_s":
+            print(f"{key:<34} {value}")
+    print(f"wrote {args.out / 'latest.json'} and {args.out / 'latest.png'}")
+    return results
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,23 @@
+"""A small seeded fault-injection run (``make stress N=100`` runs a large one): a real continuous
+driver is SIGKILLed at random moments, some while a micro-batch is being committed, restarted,
+and raced by backfills; every event must end exactly once where it belongs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+
+@pytest.mark.slow
+def test_random_kills_restarts_and_backfills_keep_every_event_exactly_once(
+    spark, bench_script, tmp_path: Path
+) -> None:
+    stress = bench_script("stress")
+    figures = stress.stress(
+        spark, str(tmp_path / "lake"), steps=5, seed=3, events_per_hour=120, progress=True
+    )
+    assert figures.violations == []
+    assert figures.kills >= 1 and figures.kills_in_flight >= 1, figures
+    assert figures.restarts >= 2 and figures.backfills >= 1, figures
+    assert figures.silver_rows > 0 and figures.quarantined > 0, figures
