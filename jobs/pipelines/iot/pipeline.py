@@ -26,7 +26,7 @@ tables downstream; the generator follows the same switch.
 Declarations only: no pyspark (nor GX) here: Airflow imports this module when parsing DAGs.
 """
 
-from lakehouse.config import settings
+from lakehouse.config import Settings
 from lakehouse.quality import gxe
 from lakehouse.spec import JsonFiles, KafkaTopic, Lookup, Pipeline, Table, Window
 
@@ -75,6 +75,9 @@ EVENT_SCHEMA = (
 )
 TOPIC = "iot.device_events"
 SOURCES = {"files": JsonFiles(schema=EVENT_SCHEMA), "kafka": KafkaTopic(schema=EVENT_SCHEMA, topics=[TOPIC])}
+# LAKEHOUSE_INGEST, read here without filling the process-wide settings() cache: importing a
+# pipeline must not freeze the settings of the process that imports it.
+INGEST = Settings().ingest
 
 pipeline = Pipeline(
     name="iot",
@@ -91,7 +94,7 @@ pipeline = Pipeline(
         Table(
             "bronze.device_events",
             description="Device events as received; malformed lines kept with _parse_error.",
-            source=SOURCES[settings().ingest],
+            source=SOURCES[INGEST],
             event_time="event_time",
             freshness="10 minutes",
             expectations=[
