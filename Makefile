@@ -8,6 +8,7 @@ BIN := $(VENV)/bin
 INSTALLED := $(VENV)/.installed
 JARS := .jars/.fetched
 AUTH_JAR := .jars/spark/lakehouse-serving-auth.jar
+COMPOSE_SCHEMA := .jars/compose_spec.json
 PYTEST_ARGS ?=
 
 .DEFAULT_GOAL := help
@@ -29,7 +30,10 @@ $(JARS): scripts/jars/pom.xml scripts/fetch_jars.py $(INSTALLED)
 $(AUTH_JAR): include/lakehouse/serving/java/PasswordFileAuthenticator.java $(JARS)
 	$(BIN)/python -m lakehouse.serving.passwords build
 
-bootstrap: $(INSTALLED) $(JARS) $(AUTH_JAR) ## Create .venv and fetch the jars (cached; a no-op when done)
+$(COMPOSE_SCHEMA): scripts/fetch_compose_schema.py $(INSTALLED)
+	$(BIN)/python scripts/fetch_compose_schema.py
+
+bootstrap: $(INSTALLED) $(JARS) $(AUTH_JAR) $(COMPOSE_SCHEMA) ## Create .venv and fetch the jars (cached; a no-op when done)
 
 jars: $(JARS) ## Fetch the Delta and Kafka jars from Maven Central into .jars/
 
