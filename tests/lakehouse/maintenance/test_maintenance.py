@@ -34,7 +34,7 @@ def test_small_files_stay_bounded_over_repeated_runs(
 ) -> None:
     active, stored = [], []
     tables = ["bronze.device_events", "silver.device_events"]
-    for wave in range(3):
+    for wave in range(2):  # the second run compacts what the first left plus its own files
         land_and_run(spark, lake, iot, iot_landing, wave, flows=tables)
         reports = {r.table: r for r in maintain(spark, lake, iot, tables, retention_hours=0)}
         silver = reports["silver.device_events"]
