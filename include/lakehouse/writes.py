@@ -84,6 +84,7 @@ def ensure_table(
 
     if DeltaTable.isDeltaTable(spark, path):
         return
+    clear_uncommitted_log(spark, path)
     comment = table.description if comment is None else comment
     partition_by = table.partition_by if partition_by is None else partition_by
     builder = DeltaTable.createIfNotExists(spark).location(path).addColumns(nullable(schema))
@@ -92,6 +93,27 @@ def ensure_table(
     if partition_by:
         builder = builder.partitionedBy(*partition_by)
     retry_on_conflict(builder.execute, f"create {name or table.name}")
+
+
+def clear_uncommitted_log(spark: SparkSession, path: str) -> None:
+    """Remove a ``_delta_log`` that holds no commit.
+
+    A driver killed while creating a table can leave the log directory without its first
+    commit; Delta then treats the path as a table that "doesn't exist" and refuses to create
+    it, so the restarted driver would die at start forever. No commit means no table.
+    """
+    import re
+
+    jvm = spark.sparkContext._jvm
+    log_dir = jvm.org.apache.hadoop.fs.Path(f"{path.rstrip('/')}/_delta_log")
+    fs = log_dir.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())
+    if not fs.exists(log_dir):
+        return
+    names = [status.getPath().getName() for status in fs.listStatus(log_dir)]
+    if any(re.match(r"\d{20}\.", name) for name in names):
+        return
+    log.warning("%s: removing a _delta_log without commits (a creation was interrupted): %s", path, names)
+    fs.delete(log_dir, True)
 
 
 def latest_per_key(df: DataFrame, table: Table) -> DataFrame:

@@ -10,6 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from lakehouse.cli import app
+from lakehouse.config import settings
 from lakehouse.lake import Lake
 from lakehouse.landing import Landing
 from lakehouse.maintenance import maintain
@@ -66,8 +67,10 @@ def test_vacuum_keeps_what_a_lagging_stream_still_reads(
     assert read(lake, "silver.device_events").count() == bronze_ids.count()
     # caught up: the requested retention holds (through the command the DAG runs)
     monkeypatch.setenv("LAKEHOUSE_ROOT", lake.root)
+    settings.cache_clear()  # the CLI reads the process-wide settings
     args = ["maintain", "iot", "-t", "bronze.device_events", "--retention-hours", "0", "--json"]
     result = CliRunner().invoke(app, args)
+    settings.cache_clear()  # later tests read their own environment
     assert result.exit_code == 0, result.output
     again = json.loads(result.output.strip().splitlines()[-1])
     assert again["table"] == "bronze.device_events" and again["retention_hours"] == 0
