@@ -36,7 +36,7 @@ T = TypeVar("T")
 
 _TXN_APP = "spark.databricks.delta.write.txnAppId"
 _TXN_VERSION = "spark.databricks.delta.write.txnVersion"
-CONFLICT_RETRIES = 5
+CONFLICT_RETRIES = 8  # backoff 0.5 s, 1 s, ... : about 14 s of a busy concurrent writer
 
 
 def retry_on_conflict(action: Callable[[], T], what: str) -> T:
