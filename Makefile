@@ -40,9 +40,10 @@ jars: $(JARS) ## Fetch the Delta and Kafka jars from Maven Central into .jars/
 browser: ## Install Debian's chromium for the browser tests (a no-op when installed)
 	@scripts/install_chromium.sh
 
-lint: $(INSTALLED) ## ruff (with Airflow's AIR rules) and format check
+lint: $(INSTALLED) ## ruff (with Airflow's AIR rules), format check, and the layers (import-linter)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/lint-imports --no-cache
 
 test: bootstrap browser lint ## Run the whole test suite (what CI runs)
 	$(BIN)/pytest $(PYTEST_ARGS)
@@ -55,16 +56,16 @@ demo: bootstrap ## A finite end-to-end run: generate, run every flow once, show 
 	$(BIN)/lakehouse show gold.device_status --limit 8
 
 up: bootstrap ## Run the platform: Airflow (UI + API) with the DAGs, a generator feeding the lake, the SQL server
-	$(BIN)/python -m lakehouse.embedded up
+	$(BIN)/python -m lakehouse.platform.embedded up
 
 down: ## Stop exactly what `make up` started (running flows stop gracefully first)
-	@if [ -x $(BIN)/python ]; then $(BIN)/python -m lakehouse.embedded down; fi
+	@if [ -x $(BIN)/python ]; then $(BIN)/python -m lakehouse.platform.embedded down; fi
 
 stack-up: bootstrap ## The production topology natively: Kafka (KRaft), Spark master+worker, Postgres, Airflow on them
-	$(BIN)/python -m lakehouse.stack up
+	$(BIN)/python -m lakehouse.platform.stack up
 
 stack-down: ## Stop exactly what `make stack-up` started
-	@if [ -x $(BIN)/python ]; then $(BIN)/python -m lakehouse.stack down; fi
+	@if [ -x $(BIN)/python ]; then $(BIN)/python -m lakehouse.platform.stack down; fi
 
 N ?= 100
 stress: bootstrap ## Fault-injection run of N random steps (kills, restarts, backfills, late data); prints figures

@@ -125,8 +125,8 @@ def driver_tree(pids: set[int]) -> tuple[float, float]:
 def drivers(settle: float) -> None:
     from lakehouse.config import Settings
     from lakehouse.control import FlowControl
+    from lakehouse.generators import Landing
     from lakehouse.lake import Lake
-    from lakehouse.landing import Landing
     from lakehouse.orchestration import operations
     from lakehouse.registry import get
     from pipelines.iot.generator import generate
@@ -180,7 +180,7 @@ def free_port() -> int:
 def restart() -> None:
     from lakehouse.config import Settings
     from lakehouse.control import FlowControl
-    from lakehouse.embedded import Platform
+    from lakehouse.platform.embedded import Platform
 
     with tempfile.TemporaryDirectory() as tmp:
         env = {

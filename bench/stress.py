@@ -44,10 +44,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from lakehouse import registry
+from lakehouse.generators import Landing
 from lakehouse.lake import Lake
-from lakehouse.landing import Landing
 from lakehouse.monitoring.ops_tables import read_table
-from lakehouse.quality.results import quarantine_table
+from lakehouse.spec import Upsert, quarantine_name
 from pipelines.iot.generator import device_name, generate, registry_csv
 
 if TYPE_CHECKING:
@@ -246,7 +246,7 @@ class Script:
     def backfill(self) -> None:
         """A random past hour of silver (and gold downstream), concurrently with the stream."""
         from lakehouse.batch import backfill
-        from lakehouse.flow import Slice
+        from lakehouse.slices import Slice
 
         hour = self.rng.randrange(0, self.hours - 2)
         slice_ = Slice(START + timedelta(hours=hour), START + timedelta(hours=hour + 1))
@@ -278,7 +278,7 @@ class Script:
             if not self.driver.alive:
                 raise RuntimeError(f"the driver died on its own:\n{self.driver.log_tail()}")
             try:
-                bronze = _height(self.lake, BRONZE) + _height(self.lake, quarantine_table(BRONZE))
+                bronze = _height(self.lake, BRONZE) + _height(self.lake, quarantine_name(BRONZE))
                 state = (bronze, *(_height(self.lake, t) for t in (SILVER, *GOLD)), self._commits())
             except Exception:  # a table being created
                 state = None
@@ -341,7 +341,7 @@ class Script:
 
         violations = self.figures.violations
         violations.extend(self.backfill_error)
-        bronze_q = _height(self.lake, quarantine_table(BRONZE))
+        bronze_q = _height(self.lake, quarantine_name(BRONZE))
         self.figures.bronze_rows = _height(self.lake, BRONZE)
         if self.figures.bronze_rows + bronze_q != self.figures.lines:
             violations.append(
@@ -365,7 +365,7 @@ class Script:
                 f"{len(missing & self.too_late)} too-late event(s) missing, only "
                 f"{self.figures.late_drops_counted} late drop(s) counted"
             )
-        quarantined = _ids(self.lake, quarantine_table(SILVER))
+        quarantined = _ids(self.lake, quarantine_name(SILVER))
         self.figures.quarantined = len(quarantined) + bronze_q
         rejected = {i for kind, ids in self.rejected.items() if kind != "far_future" for i in ids}
         if sorted(quarantined) != sorted(rejected):
@@ -391,7 +391,7 @@ def gold_differences(spark: SparkSession, lake: Lake, pipeline: Pipeline) -> lis
     for name in GOLD:
         table = pipeline.table(name)
         expected = build(spark, lake, pipeline, table, streaming=False)
-        if table.write == "upsert":
+        if isinstance(table.write, Upsert):
             expected = latest_per_key(expected, table)
         actual = spark.read.format("delta").load(lake.table(name)).select(*expected.columns)
         try:

@@ -36,8 +36,8 @@ BENCH = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH))  # the benchpipelines package
 
 from lakehouse import registry  # noqa: E402
+from lakehouse.generators import atomic_write  # noqa: E402
 from lakehouse.lake import Lake  # noqa: E402
-from lakehouse.landing import atomic_write  # noqa: E402
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -166,7 +166,7 @@ def run_plain(spark: SparkSession, root: Path) -> float:
 
 def run_backfill(spark: SparkSession, lake: Lake) -> float:
     from lakehouse.batch import backfill
-    from lakehouse.flow import Slice
+    from lakehouse.slices import Slice
 
     began = time.perf_counter()
     backfill(spark, lake, pipeline(), Slice(DAY, DAY + timedelta(days=1)))

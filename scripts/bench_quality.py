@@ -16,16 +16,17 @@ import shutil
 import statistics
 import tempfile
 import time
-from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from attrs import evolve
+
 from lakehouse import registry
 from lakehouse.config import Settings
 from lakehouse.flow import build
+from lakehouse.generators import Landing
 from lakehouse.lake import Lake
-from lakehouse.landing import Landing
 from lakehouse.session import spark_session
 from lakehouse.stream import StreamRunner
 from pipelines.iot.generator import generate
@@ -52,7 +53,7 @@ def main() -> None:
     )  # fmt: skip
     iot = registry.get("pipelines", "iot")
     silver = iot.table(SILVER)
-    plain = replace(iot, tables=[replace(silver, expectations=()) if t is silver else t for t in iot.tables])
+    plain = evolve(iot, tables=[evolve(silver, expectations=()) if t is silver else t for t in iot.tables])
     print(f"silver expectations: {', '.join(e.label for e in silver.expectations)}")
 
     started = time.monotonic()

@@ -11,8 +11,8 @@ import pytest
 
 from lakehouse import registry
 from lakehouse.config import Settings
+from lakehouse.generators import Landing
 from lakehouse.lake import Lake
-from lakehouse.landing import Landing
 from lakehouse.spec import Pipeline
 
 if TYPE_CHECKING:
@@ -131,10 +131,10 @@ def ads() -> Pipeline:
 @pytest.fixture(scope="session")
 def stack():
     """The native production topology's engines (Postgres, Kafka KRaft, Spark master + worker),
-    started once by ``lakehouse.stack`` in a temporary directory, stopped at the end."""
+    started once by ``lakehouse.platform.stack`` in a temporary directory, stopped at the end."""
     import tempfile
 
-    from lakehouse import stack as topology
+    from lakehouse.platform import stack as topology
 
     home = Path(tempfile.mkdtemp(prefix="lakehouse-stack-"))
     home.chmod(0o755)  # Postgres runs as its own user when the tests run as root

@@ -7,7 +7,7 @@ overlaps it). Streams reading a backfilled table skip the rewrite (``skipChangeC
 
 Flows whose transform keeps its own state with event-time timers (``Table(state=...)``) cannot
 run as a batch query: timers fire only as a stream's watermark passes them. Their backfill
-*replays* the slice's inputs (see :func:`flow.input_slice`) through the same plan as a bounded
+*replays* the slice's inputs (see :func:`lakehouse.slices.input_slice`) through the same plan as a bounded
 stream (``availableNow``, a throwaway checkpoint), then replaces the slice with what it emitted:
 the rows the stream gives once its watermark has passed the slice.
 """
@@ -19,12 +19,14 @@ import time
 import uuid
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import datetime
 from typing import TYPE_CHECKING
 
-from lakehouse.flow import Slice, affected_slice, build
-from lakehouse.quality.enforce import QualityGate
-from lakehouse.writes import TableWriter, ensure_table, retry_on_conflict
+from lakehouse import delta, storage
+from lakehouse.flow import build
+from lakehouse.quality.gate import QualityGate
+from lakehouse.slices import Slice, affected_slice, union
+from lakehouse.times import parse_iso
+from lakehouse.writes import Origin, TableWriter
 
 if TYPE_CHECKING:
     from collections.abc import Iterator, Sequence
@@ -52,31 +54,11 @@ def plan(
     slices: dict[str, Slice] = {t.name: slice_ for t in pipeline.select(flows)}
     if downstream:
         for table in pipeline.ordered():
-            changed = [(up, slices[up.table]) for up in table.upstreams if up.table in slices]  # type: ignore[union-attr]
+            changed = [(up, slices[up.table]) for up in table.upstreams if up.table in slices]
             if table.name in slices or not changed:
                 continue
-            reached = [affected_slice(table, s, up) for up, s in changed]  # type: ignore[arg-type]
-            slices[table.name] = _union(reached)
+            slices[table.name] = union([affected_slice(table, s, up) for up, s in changed])
     return [(t, slices[t.name]) for t in pipeline.ordered() if t.name in slices]
-
-
-def _union(slices: list[Slice]) -> Slice:
-    starts = [s.start for s in slices]
-    ends = [s.end for s in slices]
-    return Slice(
-        None if None in starts else min(s for s in starts if s),
-        None if None in ends else max(e for e in ends if e),
-    )
-
-
-def _rows_written(spark: SparkSession, path: str) -> int:
-    """Rows the last commit wrote, from Delta's operation metrics."""
-    from delta.tables import DeltaTable
-
-    metrics = DeltaTable.forPath(spark, path).history(1).collect()[0]["operationMetrics"] or {}
-    if "numOutputRows" in metrics:
-        return int(metrics["numOutputRows"])
-    return int(metrics.get("numTargetRowsInserted", 0)) + int(metrics.get("numTargetRowsUpdated", 0))
 
 
 def backfill(
@@ -94,18 +76,22 @@ def backfill(
     for number, (table, table_slice) in enumerate(work, 1):
         started = time.monotonic()
         log.info("backfill %d/%d %s %s ...", number, len(work), table.name, table_slice.label)
-        path = lake.table(table.name)
+        writer = TableWriter(lake, table)
+        gate = QualityGate.for_table(lake, pipeline, table)
 
-        def attempt(table: Table = table, table_slice: Slice = table_slice, path: str = path) -> None:
+        def attempt(
+            table: Table = table, table_slice: Slice = table_slice,
+            writer: TableWriter = writer, gate: QualityGate | None = gate,
+        ) -> None:  # fmt: skip
             with _computed(spark, lake, pipeline, table, table_slice) as df:
-                ensure_table(spark, path, df.schema, table)
-                gate = QualityGate.for_table(lake, pipeline, table)
-                TableWriter(table, path, gate).write_slice(df, table_slice)
+                writer.ensure(df)
+                _write_slice(writer, gate, df, table_slice)
 
         # A stream writing the same table concurrently makes the commit conflict: recompute
         # from the inputs as they are now (they hold what the stream wrote), then commit again.
-        retry_on_conflict(attempt, f"backfill {table.name} {table_slice.label}")
-        step = BackfillStep(table.name, table_slice, _rows_written(spark, path), time.monotonic() - started)
+        delta.retry_on_conflict(attempt, f"backfill {table.name} {table_slice.label}")
+        rows = delta.rows_written(spark, writer.path)
+        step = BackfillStep(table.name, table_slice, rows, time.monotonic() - started)
         log.info(
             "backfill %d/%d %s: %s rows in %.1f s",
             number,
@@ -116,6 +102,20 @@ def backfill(
         )
         steps.append(step)
     return steps
+
+
+def _write_slice(writer: TableWriter, gate: QualityGate | None, df: DataFrame, slice_: Slice) -> None:
+    """Judge the slice's rows (when the table declares expectations), then commit them."""
+    origin = Origin("backfill", str(uuid.uuid4()), slice=slice_)
+    if gate is None:
+        writer.write_slice(df, None, origin)
+        return
+    df.persist()  # read by the checks, the quarantine and the table write
+    try:
+        verdict = gate.judge(df, origin)
+        writer.write_slice(verdict.kept, verdict.rejected, origin)
+    finally:
+        df.unpersist()
 
 
 @contextmanager
@@ -130,7 +130,7 @@ def _computed(
     try:
         yield replay(spark, lake, pipeline, table, slice_, scratch)
     finally:
-        _remove(spark, scratch)
+        storage.remove_tree(spark, scratch)
 
 
 def replay(
@@ -140,7 +140,7 @@ def replay(
     checkpoint and output under ``scratch``) and return the rows it emitted in ``slice_``."""
     df = build(spark, lake, pipeline, table, streaming=True, slice_=slice_)
     rows = f"{scratch}/rows"
-    ensure_table(spark, rows, df.schema, table)
+    delta.ensure_table(spark, rows, df.schema, name=f"{table.name} (replay)")
     query = (
         df.writeStream.queryName(f"backfill:{pipeline.name}.{table.name}")
         .format("delta")
@@ -151,8 +151,7 @@ def replay(
     )
     query.awaitTermination()
     progress = query.lastProgress or {}
-    mark = (progress.get("eventTime") or {}).get("watermark")
-    reached = datetime.fromisoformat(mark.replace("Z", "+00:00")) if mark else None
+    reached = parse_iso((progress.get("eventTime") or {}).get("watermark"))
     if slice_.end and (reached is None or reached < slice_.end):
         log.warning(
             "backfill %s %s: the replayed watermark reached only %s, so rows after it are not "
@@ -164,10 +163,3 @@ def replay(
     else:
         log.info("backfill %s: replayed as a stream, watermark reached %s", table.name, reached)
     return spark.read.format("delta").load(rows)
-
-
-def _remove(spark: SparkSession, path: str) -> None:
-    """Delete a directory tree on the lake's file system (local or object store)."""
-    jvm = spark._jvm  # type: ignore[attr-defined]
-    target = jvm.org.apache.hadoop.fs.Path(path)
-    target.getFileSystem(spark._jsc.hadoopConfiguration()).delete(target, True)  # type: ignore[attr-defined]

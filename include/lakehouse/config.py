@@ -66,6 +66,12 @@ class Settings(BaseSettings):
         description="State of the embedded platform (`make up`): Airflow home, pids, logs, password.",
     )
     airflow_port: int = Field(default=8080, description="Port of the embedded Airflow UI and API.")
+    vacuum_retention_hours: float = Field(
+        default=168.0,
+        ge=0,
+        description="Hours of removed files VACUUM keeps for time travel (Delta's default, 7 days); "
+        "raised automatically for streams that lag behind.",
+    )
     lease_ttl_seconds: float = Field(
         default=30.0,
         gt=2,

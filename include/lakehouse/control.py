@@ -21,9 +21,8 @@ time). A driver that cannot renew stops its queries at ``2/3 ttl`` after its las
 read-modify-write happens under ``flock``, which the kernel releases whatever crashes.
 
 A driver started by ``spark-submit`` is a Python process whose parent is the JVM. Both are in
-the lease, and :func:`die_with_parent` makes the kernel kill the Python driver when its JVM
-dies (the JVM exits by itself within seconds when its Python driver dies), so no half-alive
-driver can keep renewing a lease for queries that no longer run.
+the lease (see ``lakehouse.processes``), so no half-alive driver can keep renewing a lease for
+queries that no longer run.
 """
 
 from __future__ import annotations
@@ -34,21 +33,21 @@ import json
 import logging
 import os
 import socket
-import sys
 import threading
 import time
 import uuid
 from dataclasses import asdict, dataclass, replace
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+from lakehouse import times
+from lakehouse.processes import Proc, driver_jvm
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
 
 log = logging.getLogger("lakehouse.control")
-
-_PR_SET_PDEATHSIG = 1
 
 
 class LeaseHeld(RuntimeError):
@@ -64,68 +63,6 @@ class LeaseHeld(RuntimeError):
 
 class LeaseLost(RuntimeError):
     """Our lease was taken over or could not be renewed in time: stop writing at once."""
-
-
-def _now() -> datetime:
-    return datetime.now(UTC)
-
-
-# --------------------------------------------------------------------------- processes
-
-
-@dataclass(frozen=True)
-class Proc:
-    """A process on this host, identified by pid and start time (pids are reused)."""
-
-    pid: int
-    start: float | None
-
-    @classmethod
-    def of(cls, pid: int) -> Proc | None:
-        import psutil
-
-        try:
-            return cls(pid, psutil.Process(pid).create_time())
-        except psutil.NoSuchProcess:
-            return None
-
-    def alive(self) -> bool:
-        """Running (a zombie, dead but not yet reaped by its parent, counts as gone)."""
-        import psutil
-
-        try:
-            process = psutil.Process(self.pid)
-            if self.start is not None and abs(process.create_time() - self.start) > 1:
-                return False  # the pid was reused
-            return process.status() != psutil.STATUS_ZOMBIE
-        except psutil.NoSuchProcess:
-            return False
-
-
-_jvm: Proc | None = None
-
-
-def die_with_parent() -> None:
-    """Call first thing in a spark-submit driver: the kernel kills this process when its parent
-    (the JVM spark-submit started) dies, and leases record that JVM (see :func:`driver_jvm`)."""
-    global _jvm
-    parent = os.getppid()
-    if sys.platform.startswith("linux"):
-        import ctypes
-        import signal
-
-        libc = ctypes.CDLL(None, use_errno=True)
-        if libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0:
-            log.warning("prctl(PR_SET_PDEATHSIG) failed: errno %d", ctypes.get_errno())
-    if os.getppid() != parent or parent == 1:  # the JVM died before we could bind to it
-        os._exit(70)
-    _jvm = Proc.of(parent)
-
-
-def driver_jvm() -> Proc | None:
-    """The JVM this driver depends on, when it runs under spark-submit (else None: an embedded
-    JVM is our child and exits when we do)."""
-    return _jvm
 
 
 # --------------------------------------------------------------------------- leases
@@ -146,7 +83,7 @@ class Lease:
     expires_at: datetime
 
     def expired(self, now: datetime | None = None) -> bool:
-        return (now or _now()) >= self.expires_at
+        return (now or times.now()) >= self.expires_at
 
     def holder_gone(self) -> bool:
         """True when the holder is provably dead: same host, and neither its Python driver nor
@@ -280,7 +217,7 @@ class FlowControl:
             if current and current.owner != owner:
                 reason = "expired" if current.expired() else "its driver is gone"
                 log.info("taking over the lease of %s from %s (%s)", flow, current.owner, reason)
-            me, jvm, now = Proc.of(os.getpid()), driver_jvm(), _now()
+            me, jvm, now = Proc.of(os.getpid()), driver_jvm(), times.now()
             lease = Lease(
                 flow=flow, owner=owner, trigger=trigger, host=socket.gethostname(), pid=os.getpid(),
                 pid_start=me.start if me else None, jvm_pid=jvm.pid if jvm else None,
@@ -296,7 +233,7 @@ class FlowControl:
             if current is None or current.owner != owner:
                 holder = current.owner if current else "nobody"
                 raise LeaseLost(f"the lease of {flow!r} is now held by {holder}")
-            now = _now()
+            now = times.now()
             lease = replace(current, renewed_at=now, expires_at=now + timedelta(seconds=ttl))
             _write_atomic(self._file(flow, "lease"), lease.to_json())
             return lease
@@ -315,7 +252,7 @@ class FlowControl:
     # ------------------------------------------------------------------ stop requests
     def request_stop(self, flow: str) -> None:
         self.dir.mkdir(parents=True, exist_ok=True)
-        _write_atomic(self._file(flow, "stop"), _now().isoformat())
+        _write_atomic(self._file(flow, "stop"), times.now().isoformat())
 
     def stop_requested(self, flow: str) -> bool:
         return self._file(flow, "stop").exists()
@@ -344,13 +281,13 @@ class FlowControl:
     # ------------------------------------------------------------------ restarts
     def record_restart(self, flow: str) -> None:
         with _flock(self._file(flow, "lock")):
-            times = [t.isoformat() for t in self.restarts(flow, since=_now() - timedelta(days=1))]
-            _write_atomic(self._file(flow, "restarts"), json.dumps([*times, _now().isoformat()]))
+            recent = [t.isoformat() for t in self.restarts(flow, since=times.now() - timedelta(days=1))]
+            _write_atomic(self._file(flow, "restarts"), json.dumps([*recent, times.now().isoformat()]))
 
     def restarts(self, flow: str, since: datetime) -> list[datetime]:
         text = self._read(flow, "restarts")
-        times = [datetime.fromisoformat(t) for t in json.loads(text)] if text else []
-        return [t for t in times if t >= since]
+        recorded = [datetime.fromisoformat(t) for t in json.loads(text)] if text else []
+        return [t for t in recorded if t >= since]
 
     # ------------------------------------------------------------------ table versions seen
     def swap_seen_version(self, flow: str, version: int) -> int | None:

@@ -11,6 +11,8 @@ import os
 import sys
 from typing import TYPE_CHECKING
 
+from lakehouse.errors import UsageError
+
 if TYPE_CHECKING:
     from pathlib import Path
 
@@ -21,7 +23,7 @@ if TYPE_CHECKING:
 ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 
 
-class MissingJarsError(RuntimeError):
+class MissingJarsError(UsageError):
     pass
 
 
@@ -67,7 +69,7 @@ def launched_by_spark_submit() -> bool:
 
 def spark_session(settings: Settings, app_name: str = "lakehouse") -> SparkSession:
     """The process's SparkSession, created on first call with the platform configuration."""
-    from pyspark.sql import SparkSession
+    from pyspark.sql import SparkSession  # deferred: spark_conf() serves DAG files, which parse without Spark
 
     conf = spark_conf(settings)
     # An in-process SparkContext takes its workers' interpreter from the environment only.

@@ -12,12 +12,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from pyspark.sql import Column as SparkColumn
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
 from lakehouse.spec import Column, JsonFiles, KafkaTopic, Lookup, Pipeline, SpecError, Table
 
 if TYPE_CHECKING:
-    from pyspark.sql import Column as SparkColumn
-    from pyspark.sql import DataFrame, SparkSession
-
     from lakehouse.lake import Lake
 
 PARSE_ERROR = "_parse_error"
@@ -51,8 +52,6 @@ def read_source(
     spark: SparkSession, lake: Lake, pipeline: Pipeline, table: Table, *, streaming: bool
 ) -> DataFrame:
     """The parsed bronze rows of ``table``'s source (landing JSON-lines files or Kafka)."""
-    from pyspark.sql import functions as F
-
     if isinstance(table.source, KafkaTopic):
         return read_kafka(spark, table, streaming=streaming)
     source = table.source
@@ -74,23 +73,19 @@ def read_source(
 
 
 def kafka_servers(source: KafkaTopic, table: Table) -> str:
-    from lakehouse.config import settings
-
-    servers = source.bootstrap_servers or settings().kafka_bootstrap_servers
-    if not servers:
+    """The brokers of a Kafka source (its own, or the deployment's: ``Pipeline.configured``)."""
+    if not source.bootstrap_servers:
         raise SpecError(
             f"table {table.name!r} reads Kafka topic(s) {', '.join(source.topics)} but no broker is "
             "configured: set LAKEHOUSE_KAFKA_BOOTSTRAP_SERVERS=host:9092 (or bootstrap_servers=)"
         )
-    return servers
+    return source.bootstrap_servers
 
 
 def read_kafka(spark: SparkSession, table: Table, *, streaming: bool) -> DataFrame:
     """Kafka records -> parsed bronze rows, each with its key, value, topic, partition, offset
     and timestamp. Streams resume from the offsets in their checkpoint; a batch (backfill) reads
     every retained record, from the earliest offsets to the latest."""
-    from pyspark.sql import functions as F
-
     source = table.source
     assert isinstance(source, KafkaTopic)
     reader = spark.readStream if streaming else spark.read
@@ -126,8 +121,6 @@ def parse_json(
 ) -> DataFrame:
     """``value`` (one JSON document per row) -> typed columns + bronze metadata columns, with
     the ``carry`` columns (where the row came from) kept as they are."""
-    from pyspark.sql import functions as F
-
     ddl = ", ".join(f"`{c.name}` {c.type}" for c in columns) + ", `_corrupt` STRING"
     parsed = F.from_json("value", ddl, {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": "_corrupt"})
     as_map = F.from_json("value", "map<string,string>")

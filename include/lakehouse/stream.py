@@ -11,19 +11,22 @@ root. Two triggers:
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
+from lakehouse.errors import OperationFailed
 from lakehouse.flow import build
-from lakehouse.monitoring.progress import ProgressLog, ProgressRecorder, query_name
-from lakehouse.quality.enforce import QualityGate
-from lakehouse.writes import TableWriter, ensure_table
+from lakehouse.monitoring.listener import ProgressRecorder
+from lakehouse.monitoring.progress import ProgressLog, query_name
+from lakehouse.quality.gate import QualityGate, Verdict
+from lakehouse.writes import Origin, TableWriter
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
 
-    from pyspark.sql import SparkSession
+    from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.streaming import StreamingQuery
 
     from lakehouse.lake import Lake
@@ -34,7 +37,7 @@ log = logging.getLogger("lakehouse.stream")
 TriggerMode = Literal["continuous", "incremental"]
 
 
-class FlowFailed(RuntimeError):
+class FlowFailed(OperationFailed):
     """A streaming query stopped with an error; the message names the flow and the cause."""
 
 
@@ -73,6 +76,40 @@ class FlowRun:
                 self.duplicates += int(state.customMetrics.get("numDroppedDuplicateRows", 0))
 
 
+class FlowSink:
+    """The ``foreachBatch`` of one flow: the quality gate judges each micro-batch, the table's
+    writer commits what it kept and what it rejected, exactly once."""
+
+    def __init__(self, writer: TableWriter, gate: QualityGate | None) -> None:
+        self.writer = writer
+        self.gate = gate
+        self._query_id: str | None = None
+        self._bound = threading.Event()
+
+    def bind(self, query_id: str) -> None:
+        """Attach the streaming query id (the Delta transaction id); micro-batches wait for it."""
+        self._query_id = query_id
+        self._bound.set()
+
+    def __call__(self, batch: DataFrame, batch_id: int) -> None:
+        self._bound.wait()
+        assert self._query_id is not None
+        origin = Origin("stream", self._query_id, batch_id=batch_id)
+        # Materialize first: when Delta skips a replayed batch (txn already committed) the plan
+        # would otherwise never run, and stateful operators would not commit this batch's state.
+        # (The gate's evaluation materializes the batch as well.)
+        batch.persist()
+        try:
+            if self.gate is None:
+                batch.count()
+                verdict = Verdict(batch, None)
+            else:
+                verdict = self.gate.judge(batch, origin)
+            self.writer.write_batch(verdict.kept, verdict.rejected, origin)
+        finally:
+            batch.unpersist()
+
+
 class StreamRunner:
     """Starts, watches and stops the queries of one pipeline in one Spark driver."""
 
@@ -81,11 +118,11 @@ class StreamRunner:
         self.lake = lake
         self.pipeline = pipeline
         self.recorder = ProgressRecorder(ProgressLog(lake), pipeline.name)
-        spark.streams.addListener(self.recorder.listener)
+        spark.streams.addListener(self.recorder)
 
     def close(self) -> None:
         """Detach the progress listener (the session may outlive this runner)."""
-        self.spark.streams.removeListener(self.recorder.listener)
+        self.spark.streams.removeListener(self.recorder)
 
     def __enter__(self) -> StreamRunner:
         return self
@@ -96,21 +133,21 @@ class StreamRunner:
     def start(self, table: Table, trigger: Trigger) -> StreamingQuery:
         """Start ``table``'s flow; its output table exists once this returns."""
         df = build(self.spark, self.lake, self.pipeline, table, streaming=True)
-        path = self.lake.table(table.name)
-        ensure_table(self.spark, path, df.schema, table)
-        writer = TableWriter(table, path, QualityGate.for_table(self.lake, self.pipeline, table))
+        writer = TableWriter(self.lake, table)
+        writer.ensure(df)
+        sink = FlowSink(writer, QualityGate.for_table(self.lake, self.pipeline, table))
         stream = (
             df.writeStream.queryName(query_name(self.pipeline.name, table.name))
             .outputMode(table.output_mode)
             .option("checkpointLocation", self.lake.checkpoint(self.pipeline.name, table.name))
-            .foreachBatch(writer.foreach_batch)
+            .foreachBatch(sink)
         )
         if trigger.mode == "incremental":
             stream = stream.trigger(availableNow=True)
         else:
             stream = stream.trigger(processingTime=trigger.interval)
         query = stream.start()
-        writer.bind(str(query.id))
+        sink.bind(str(query.id))
         return query
 
     def run_incremental(self, tables: Sequence[Table]) -> list[FlowRun]:

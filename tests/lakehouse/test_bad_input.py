@@ -11,12 +11,11 @@ from pathlib import Path
 
 import pytest
 
+from lakehouse.generators import Landing, atomic_write
 from lakehouse.lake import Lake
-from lakehouse.landing import Landing, atomic_write
 from lakehouse.monitoring.progress import ProgressLog
-from lakehouse.quality.results import quarantine_table
 from lakehouse.sources import PARSE_ERROR, RESCUED, SOURCE_FILE
-from lakehouse.spec import Pipeline
+from lakehouse.spec import Pipeline, quarantine_name
 from pipelines.iot.generator import generate, registry_csv
 
 START = datetime(2026, 4, 1, tzinfo=UTC)
@@ -117,7 +116,7 @@ def test_a_running_stream_survives_every_bad_input_and_accounts_for_each_line(
     vanished_rows = bronze.where(f"{SOURCE_FILE} LIKE '%vanishing.json'").count()
     assert vanished_rows in (0, 5), "a file is read whole or not at all"
     expected_lines += 1 + vanished_rows
-    bronze_quarantine = read(lake, quarantine_table(BRONZE)).count()
+    bronze_quarantine = read(lake, quarantine_name(BRONZE)).count()
     assert bronze.count() + bronze_quarantine == expected_lines
     assert bronze_quarantine == 1  # future-1
 
@@ -131,7 +130,7 @@ def test_a_running_stream_survives_every_bad_input_and_accounts_for_each_line(
     assert len(huge) == 1 and len(huge[0][0]) > 10 * 1024 * 1024
 
     silver = read(lake, SILVER)
-    silver_quarantine = read(lake, quarantine_table(SILVER)).count()
+    silver_quarantine = read(lake, quarantine_name(SILVER)).count()
     totals = ProgressLog(lake).totals("iot")[SILVER]
     valid = bronze.count() - malformed.count()
     assert silver.count() + silver_quarantine + totals["dropped_late"] + totals["duplicates"] == valid

@@ -10,9 +10,9 @@ import pytest
 from pyspark.testing import assertDataFrameEqual
 
 from lakehouse.batch import backfill
-from lakehouse.flow import Slice
+from lakehouse.generators import Landing
 from lakehouse.lake import Lake
-from lakehouse.landing import Landing
+from lakehouse.slices import Slice
 from lakehouse.spec import Pipeline
 from lakehouse.stream import StreamRunner
 from pipelines.iot.generator import generate

@@ -11,9 +11,10 @@ import pytest
 from pyspark.testing import assertDataFrameEqual
 
 from lakehouse.batch import backfill
-from lakehouse.flow import Slice, build
+from lakehouse.flow import build
+from lakehouse.generators import Landing
 from lakehouse.lake import Lake
-from lakehouse.landing import Landing
+from lakehouse.slices import Slice
 from lakehouse.spec import Pipeline
 from lakehouse.writes import latest_per_key
 from pipelines.iot.generator import generate

@@ -16,14 +16,16 @@ from pathlib import Path
 
 import pytest
 
-from lakehouse.control import Deployment, FlowControl, Lease, LeaseHeld, LeaseKeeper, Proc
+from lakehouse.control import Deployment, FlowControl, Lease, LeaseHeld, LeaseKeeper
+from lakehouse.processes import Proc
 
 FLOW = "silver.device_events"
 
 # A "driver": binds to its parent like jobs/driver.py does, takes the lease, reports, sleeps.
 DRIVER = """
 import json, sys, time
-from lakehouse.control import FlowControl, die_with_parent
+from lakehouse.control import FlowControl
+from lakehouse.processes import die_with_parent
 die_with_parent()
 lease = FlowControl(sys.argv[1], "iot").acquire(sys.argv[2], "owner-child", 30, "continuous")
 print(json.dumps({"pid": lease.pid, "jvm_pid": lease.jvm_pid}), flush=True)

@@ -7,8 +7,10 @@ from datetime import UTC, datetime
 import pytest
 
 from lakehouse.batch import plan
-from lakehouse.flow import Slice, affected_slice, dedupe, floor_to, input_slice
+from lakehouse.flow import dedupe
+from lakehouse.slices import Slice, affected_slice, input_slice
 from lakehouse.spec import Pipeline
+from lakehouse.times import floor_to
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -77,7 +79,7 @@ def test_time_range_joins_read_their_upstreams_around_the_slice(ads: Pipeline) -
 
 
 def test_stateful_flows_replay_their_history_and_read_past_the_slice(ads: Pipeline) -> None:
-    from dataclasses import replace
+    from attrs import evolve
 
     from lakehouse.spec import State
 
@@ -88,7 +90,7 @@ def test_stateful_flows_replay_their_history_and_read_past_the_slice(ads: Pipeli
     assert input_slice(activity, hour, impressions) == Slice(None, at(13, 30))  # type: ignore[arg-type]
     assert input_slice(activity, hour, clicks) == Slice(None, at(14, 30))  # type: ignore[arg-type]
     assert affected_slice(activity, hour, clicks) == Slice(at(10), None)  # type: ignore[arg-type]
-    bounded = replace(activity, state=State("30 minutes", history="2 hours"))
+    bounded = evolve(activity, state=State("30 minutes", history="2 hours"))
     assert input_slice(bounded, hour, impressions) == Slice(at(8), at(13, 30))  # type: ignore[arg-type]
     assert affected_slice(bounded, hour, impressions) == Slice(at(10), at(13, 30))  # type: ignore[arg-type]
 

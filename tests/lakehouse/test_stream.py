@@ -10,10 +10,10 @@ import pytest
 from pyspark.testing import assertDataFrameEqual
 
 from lakehouse.batch import backfill
-from lakehouse.flow import Slice
+from lakehouse.generators import Landing
 from lakehouse.lake import Lake
-from lakehouse.landing import Landing
 from lakehouse.monitoring.progress import ProgressLog
+from lakehouse.slices import Slice
 from lakehouse.sources import INGESTED_AT, PARSE_ERROR, SOURCE_FILE
 from lakehouse.spec import Pipeline
 from lakehouse.stream import StreamRunner

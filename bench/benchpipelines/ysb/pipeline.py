@@ -1,7 +1,7 @@
 """Yahoo Streaming Benchmark: ad events -> views joined to their campaign -> counts per campaign
 in 10-second event-time windows. Declarations only."""
 
-from lakehouse.spec import JsonFiles, Lookup, Pipeline, Table, Window
+from lakehouse.spec import Aggregate, JsonFiles, Lookup, Pipeline, Table, Window
 
 pipeline = Pipeline(
     name="ysb",
@@ -34,9 +34,7 @@ pipeline = Pipeline(
             transform="transforms:views_per_campaign",
             event_time="window_start",
             watermark="10 seconds",
-            keys=["window_start", "campaign_id"],
-            write="aggregate",
-            window=Window(size="10 seconds"),
+            write=Aggregate(Window(size="10 seconds"), group_by=["campaign_id"]),
         ),
     ],
 )

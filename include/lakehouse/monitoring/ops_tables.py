@@ -5,10 +5,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+import polars as pl
 import pyarrow as pa
+from deltalake import DeltaTable, write_deltalake
 
 if TYPE_CHECKING:
-    import polars as pl
     import pyarrow.compute as pc
 
 
@@ -19,13 +20,11 @@ def rs_uri(path: str) -> str:
 
 def append_rows(path: str, schema: pa.Schema, rows: list[dict[str, Any]]) -> None:
     """Append rows to the Delta table at ``path``, creating it on first use."""
-    from deltalake import write_deltalake
 
     write_deltalake(rs_uri(path), pa.Table.from_pylist(rows, schema=schema), mode="append")
 
 
 def exists(path: str) -> bool:
-    from deltalake import DeltaTable
 
     return DeltaTable.is_deltatable(rs_uri(path))
 
@@ -35,8 +34,6 @@ def read_table(
 ) -> pl.DataFrame:
     """The table as polars (rows matching ``where``, pushed down to the Parquet files); an empty
     frame of ``schema`` when the table does not exist yet."""
-    import polars as pl
-    from deltalake import DeltaTable
 
     if not exists(path):
         return pl.from_arrow(schema.empty_table()) if schema is not None else pl.DataFrame()

@@ -1,10 +1,11 @@
 """Stream progress: every driver appends each micro-batch's figures to the ``ops.stream_progress``
 Delta table, which Airflow and analysts read without Spark (``deltalake``/polars).
 
-A :class:`ProgressRecorder` is a ``StreamingQueryListener``: started / progress / idle /
-terminated events become rows (heartbeat, batch id, rates, backlog, watermark, state size,
-late-row drops, deduplicated rows, the terminating exception). Writes use delta-rs from the
-listener thread, so recording never runs a Spark job inside the stream.
+The drivers' ``StreamingQueryListener`` (``lakehouse.monitoring.listener``) turns started /
+progress / idle / terminated events into rows (heartbeat, batch id, rates, backlog, watermark,
+state size, late-row drops, deduplicated rows, the terminating exception). Writes use delta-rs
+from the listener thread, so recording never runs a Spark job inside the stream; this module
+itself is Spark-free.
 """
 
 from __future__ import annotations
@@ -12,18 +13,17 @@ from __future__ import annotations
 import logging
 import os
 import socket
-import threading
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+import polars as pl
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from lakehouse.monitoring.ops_tables import append_rows, read_table
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
-
-    import polars as pl
 
     from lakehouse.lake import Lake
 
@@ -140,14 +140,12 @@ class ProgressLog:
 
     def read(self, since: datetime | None = None) -> pl.DataFrame:
         """All recorded events, or those recorded since ``since`` (pushed down to the files)."""
-        import pyarrow.compute as pc
 
         where = pc.field("recorded_at") >= pa.scalar(since, pa.timestamp("us", tz="UTC")) if since else None
         return read_table(self.path, SCHEMA, where)
 
     def latest(self, events: pl.DataFrame | None = None) -> pl.DataFrame:
         """Per flow: its state (last event), heartbeat, and the figures of its last batch."""
-        import polars as pl
 
         df = (self.read() if events is None else events).sort("recorded_at")
         keys = ["pipeline", "flow"]
@@ -170,7 +168,6 @@ class ProgressLog:
 
         Batches re-run after a crash have the same (query id, batch id); count each once.
         """
-        import polars as pl
 
         df = (
             self.read()
@@ -193,97 +190,3 @@ class ProgressLog:
                 "duplicates": int(row["duplicates_dropped"] or 0),
             }
         return out
-
-
-class ProgressRecorder:
-    """StreamingQueryListener recording to a :class:`ProgressLog` and logging each batch.
-
-    Listener events arrive asynchronously; :meth:`wait_terminated` lets a runner wait until a
-    query's last progress has been recorded before it reports or exits.
-    """
-
-    def __init__(self, progress_log: ProgressLog, pipeline: str) -> None:
-        from pyspark.sql.streaming import StreamingQueryListener
-
-        recorder = self
-
-        class _Listener(StreamingQueryListener):
-            def onQueryStarted(self, event: Any) -> None:
-                recorder._event(event.name, str(event.id), str(event.runId), "started")
-
-            def onQueryProgress(self, event: Any) -> None:
-                recorder._progress(event.progress.json)
-
-            def onQueryIdle(self, event: Any) -> None:
-                recorder._event(None, str(event.id), str(event.runId), "idle")
-
-            def onQueryTerminated(self, event: Any) -> None:
-                recorder._event(
-                    None, str(event.id), str(event.runId), "terminated", exception=event.exception
-                )
-
-        self.listener = _Listener()
-        self.log = progress_log
-        self.pipeline = pipeline
-        self._names: dict[str, str] = {}
-        self._terminated: dict[str, threading.Event] = {}
-        self._lock = threading.Lock()
-
-    def _terminated_event(self, query_id: str) -> threading.Event:
-        with self._lock:
-            return self._terminated.setdefault(query_id, threading.Event())
-
-    def wait_terminated(self, query_id: str, timeout: float = 60) -> bool:
-        return self._terminated_event(query_id).wait(timeout)
-
-    def _safe_append(self, row: dict[str, Any]) -> None:
-        if row.get("pipeline") != self.pipeline:
-            return  # another pipeline's query in the same session records itself
-        try:
-            self.log.append([row])
-        except Exception:  # recording must never take a stream down
-            log.exception("could not record progress of %s", row.get("flow"))
-
-    def _event(
-        self, name: str | None, query_id: str, run_id: str, kind: str, exception: str | None = None
-    ) -> None:
-        if name:
-            self._names[query_id] = name
-        pipeline, flow = split_query_name(self._names.get(query_id))
-        if kind == "terminated":
-            level = logging.ERROR if exception else logging.INFO
-            log.log(level, "%s.%s terminated%s", pipeline, flow, f": {exception}" if exception else "")
-        elif kind == "started":
-            log.info("%s.%s started (query %s)", pipeline, flow, query_id)
-        self._safe_append(
-            {
-                "pipeline": pipeline,
-                "flow": flow,
-                "query_id": query_id,
-                "run_id": run_id,
-                "event": kind,
-                "exception": exception,
-            }
-        )
-        if kind == "terminated":
-            self._terminated_event(query_id).set()
-
-    def _progress(self, progress_json: str) -> None:
-        import json
-
-        row = progress_row(json.loads(progress_json))
-        self._names.setdefault(row["query_id"], f"{row['pipeline']}.{row['flow']}")
-        if row["num_input_rows"]:
-            log.info(
-                "%s.%s batch %s: %s rows in %.1f s%s%s",
-                row["pipeline"],
-                row["flow"],
-                row["batch_id"],
-                f"{row['num_input_rows']:,}",
-                (row["batch_duration_ms"] or 0) / 1000,
-                f", watermark {row['watermark']:%Y-%m-%d %H:%M:%S}" if row["watermark"] else "",
-                f", {row['rows_dropped_by_watermark']} late rows dropped"
-                if row["rows_dropped_by_watermark"]
-                else "",
-            )
-        self._safe_append(row)

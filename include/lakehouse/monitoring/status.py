@@ -6,6 +6,10 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
+import pyarrow as pa
+import pyarrow.compute as pc
+from deltalake import DeltaTable
+
 from lakehouse.monitoring.ops_tables import exists, rs_uri
 
 if TYPE_CHECKING:
@@ -29,9 +33,6 @@ class TableStats:
 
 def table_stats(lake: Lake, name: str) -> TableStats:
     """Version, row and file counts from the Delta log (no data files are read)."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-    from deltalake import DeltaTable
 
     path = lake.table(name)
     if not exists(path):

@@ -20,16 +20,19 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
+import polars as pl
+
 from lakehouse.control import Deployment, FlowControl
+from lakehouse.errors import OperationFailed
 from lakehouse.lake import Lake
 from lakehouse.monitoring.health import FlowHealth, evaluate
+from lakehouse.monitoring.ops_tables import exists
 from lakehouse.monitoring.progress import ProgressLog
+from lakehouse.orchestration.submit import SPARK_CONN_ID, driver_spec, launch_detached, submit_command
 from lakehouse.spec import Pipeline, SpecError, parse_duration
 
 if TYPE_CHECKING:
     from pathlib import Path
-
-    import polars as pl
 
     from lakehouse.config import Settings
 
@@ -40,7 +43,7 @@ STOP_TIMEOUT = 300.0
 HISTORY = timedelta(hours=1)  # errors and restarts count over this window (and since the deploy)
 
 
-class DriverStartFailed(RuntimeError):
+class DriverStartFailed(OperationFailed):
     """A launched driver exited, or did not start its flows in time; the message has its log."""
 
     def __init__(self, message: str, exited: list[str]) -> None:
@@ -48,7 +51,7 @@ class DriverStartFailed(RuntimeError):
         self.exited = exited  # flows whose driver exited (a timed-out driver may still come up)
 
 
-class FlowStopTimeout(RuntimeError):
+class FlowStopTimeout(OperationFailed):
     pass
 
 
@@ -66,7 +69,6 @@ Launcher = Callable[[Sequence[str], str], LaunchedDriver]
 
 def spark_submit_launcher(settings: Settings, pipeline: Pipeline, conn_id: str | None = None) -> Launcher:
     """Start drivers with ``spark-submit`` through the Airflow Spark connection, detached."""
-    from lakehouse.orchestration.submit import SPARK_CONN_ID, driver_spec, launch_detached, submit_command
 
     control = FlowControl(settings.control_path, pipeline.name)
 
@@ -97,7 +99,6 @@ def _tail(path: Path, lines: int = 40) -> str:
 
 def _started_flows(settings: Settings, pipeline: Pipeline, since: datetime) -> set[str]:
     """Flows whose query reported ``started`` since ``since``."""
-    import polars as pl
 
     events = ProgressLog(Lake.from_settings(settings)).read(since=since)
     started = events.filter((pl.col("pipeline") == pipeline.name) & (pl.col("event") == "started"))
@@ -172,7 +173,6 @@ def start_drivers(
 
 def _missing_upstreams(settings: Settings, pipeline: Pipeline, flows: Sequence[str]) -> list[str]:
     """Problems of flows whose upstream table neither exists nor is among ``flows``."""
-    from lakehouse.monitoring.ops_tables import exists
 
     lake = Lake.from_settings(settings)
     return [
@@ -280,7 +280,6 @@ def health(
     settings: Settings, pipeline: Pipeline, flows: Sequence[str] | None = None, now: datetime | None = None
 ) -> list[FlowHealth]:
     """Each flow's health (see :mod:`lakehouse.monitoring.health`) and last figures."""
-    import polars as pl
 
     now = now or _now()
     control = FlowControl(settings.control_path, pipeline.name)
@@ -310,7 +309,6 @@ def health(
 
 
 def _errors(history: pl.DataFrame, flow: str, since: datetime) -> list[str]:
-    import polars as pl
 
     failed = history.filter(
         (pl.col("flow") == flow)

@@ -17,14 +17,19 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
+from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
+from airflow.sdk import BaseHook
+from airflow.sdk.exceptions import AirflowNotFoundException
+
 from lakehouse.config import PROJECT_ROOT, Settings
+from lakehouse.errors import OperationFailed
 from lakehouse.session import spark_conf
 
 DRIVER = PROJECT_ROOT / "jobs" / "driver.py"
 SPARK_CONN_ID = "spark_default"
 
 
-class SparkConnectionMissing(RuntimeError):
+class SparkConnectionMissing(OperationFailed):
     pass
 
 
@@ -79,8 +84,6 @@ def ensure_connection(conn_id: str, default_master: str | None) -> str:
     environment only), define it for this process when the environment does not; returns the
     master drivers will use.
     """
-    from airflow.sdk import BaseHook
-    from airflow.sdk.exceptions import AirflowNotFoundException
 
     variable = f"AIRFLOW_CONN_{conn_id.upper()}"
     if default_master and variable not in os.environ:
@@ -98,11 +101,11 @@ def ensure_connection(conn_id: str, default_master: str | None) -> str:
 
 def submit_command(spec: SubmitSpec, conn_id: str = SPARK_CONN_ID) -> tuple[list[str], dict[str, str]]:
     """The spark-submit command line and environment the provider's hook builds from the connection."""
-    from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 
     hook = SparkSubmitHook(**{k: v for k, v in spec.operator_kwargs(conn_id).items() if k != "application"})
-    command = hook._build_spark_submit_command(spec.application)
-    return command, {**os.environ, **(hook._env or {})}
+    # The provider's hook builds the command only privately (its public API runs it, blocking).
+    command = hook._build_spark_submit_command(spec.application)  # noqa: SLF001
+    return command, {**os.environ, **(hook._env or {})}  # noqa: SLF001
 
 
 def launch_detached(

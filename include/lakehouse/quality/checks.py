@@ -16,21 +16,25 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from lakehouse.quality.declare import Expectation, checked_tables, snake_case
+from great_expectations import Checkpoint, ExpectationSuite, ValidationDefinition
+from great_expectations.checkpoint import UpdateDataDocsAction
+from great_expectations.core.run_identifier import RunIdentifier
+
+from lakehouse import delta
+from lakehouse.quality import gx as qgx
+from lakehouse.quality.report import DOCS_SITE, SAMPLE, CheckResult, QualityReport, TableReport, docs_dir
 from lakehouse.quality.results import QualityLog, to_json
 from lakehouse.sources import PARSE_ERROR
+from lakehouse.spec.expectations import Expectation, snake_case
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
+    from pathlib import Path
 
-    import polars as pl
     from pyspark.sql import SparkSession
 
-    from lakehouse.config import Settings
     from lakehouse.lake import Lake
     from lakehouse.spec import Pipeline, Table
 
@@ -38,124 +42,6 @@ log = logging.getLogger("lakehouse.quality")
 
 DATASOURCE = "lakehouse"
 BATCH_DEFINITION = "whole_table"
-DOCS_SITE = "local_site"
-SAMPLE = 5
-
-
-def quality_home(settings: Settings) -> Path:
-    """The GX project directory (suites, results, Data Docs): under the lake root when it is a
-    local directory, else under the platform directory (GX's file stores need a file system)."""
-    return Path(settings.root) / "quality" if settings.is_local_root else settings.platform_dir / "quality"
-
-
-def docs_dir(home: Path) -> Path:
-    """Where GX builds the Data Docs site (``index.html``) of a project."""
-    return home / "gx" / "uncommitted" / "data_docs" / DOCS_SITE
-
-
-@dataclass(frozen=True)
-class CheckResult:
-    table: str
-    expectation: str
-    expectation_type: str
-    action: str
-    success: bool
-    element_count: int | None
-    unexpected_count: int | None
-    unexpected_percent: float | None
-    observed_value: Any
-    examples: list[Any]
-    error: str | None = None
-
-    @property
-    def violated(self) -> bool:
-        return not self.success and self.action != "warn"
-
-    def line(self) -> str:
-        mark = "ok  " if self.success else ("WARN" if self.action == "warn" else "FAIL")
-        if self.error:
-            found = f"error: {self.error}"
-        elif self.unexpected_count is not None and self.element_count:
-            found = (
-                f"{self.unexpected_count:,} of {self.element_count:,} rows unexpected "
-                f"({self.unexpected_percent or 0:.2f}%)"
-            )
-        elif self.unexpected_count is not None:
-            found = f"{self.unexpected_count:,} unexpected rows"
-        else:
-            found = f"observed {self.observed_value!r}"
-        example = f"; e.g. {self.examples[:SAMPLE]}" if self.examples and not self.success else ""
-        return f"  {mark} {self.expectation} [{self.action}]: {found}{example}"
-
-
-@dataclass
-class TableReport:
-    table: str
-    results: list[CheckResult] = field(default_factory=list)
-    skipped: str | None = None
-
-    @property
-    def violations(self) -> list[CheckResult]:
-        return [r for r in self.results if r.violated]
-
-    def text(self) -> str:
-        if self.skipped:
-            return f"{self.table}: skipped ({self.skipped})"
-        state = (
-            f"VIOLATED ({len(self.violations)} of {len(self.results)} failed)" if self.violations else "OK"
-        )
-        warned = [r for r in self.results if not r.success and not r.violated]
-        extra = f", {len(warned)} warning(s)" if warned else ""
-        return "\n".join([f"{self.table}: {state}{extra}", *(r.line() for r in self.results)])
-
-
-@dataclass
-class QualityReport:
-    pipeline: str
-    run_id: str
-    tables: list[TableReport]
-    docs: Path | None
-    seconds: float
-
-    @property
-    def violated(self) -> list[TableReport]:
-        return [t for t in self.tables if t.violations]
-
-    def text(self) -> str:
-        head = (
-            f"{self.pipeline}: quality run {self.run_id}: "
-            + (
-                f"{len(self.violated)} of {len(self.tables)} table(s) VIOLATED"
-                if self.violated
-                else "all checks passed"
-            )
-            + f" ({self.seconds:.0f} s)"
-        )
-        docs = [f"Data Docs: {self.docs / 'index.html'}"] if self.docs else []
-        return "\n".join([head, *(t.text() for t in self.tables), *docs])
-
-
-def results_from_log(df: pl.DataFrame, table: str) -> TableReport:
-    """A table's report rebuilt from ``ops.quality_results`` rows (Airflow's Spark-free verdicts)."""
-    import json
-
-    rows = df.filter(df["table_name"] == table).sort("recorded_at")
-    if not rows.height:
-        return TableReport(table, skipped="no results recorded for this run")
-    report = TableReport(table)
-    for r in rows.iter_rows(named=True):
-        details = json.loads(r["details"]) if r["details"] else {}
-        if details.get("skipped"):
-            return TableReport(table, skipped=details["skipped"])
-        report.results.append(
-            CheckResult(
-                table, r["expectation"], r["expectation_type"], r["action"], bool(r["success"]),
-                r["element_count"], r["unexpected_count"], r["unexpected_percent"],
-                json.loads(r["observed_value"]) if r["observed_value"] else None,
-                details.get("examples") or [], details.get("error"),
-            )
-        )  # fmt: skip
-    return report
 
 
 # --------------------------------------------------------------------------- running
@@ -211,13 +97,10 @@ def run_checks(
     """Run the suites of ``tables`` (default: every table with declarations) as GX checkpoints,
     record every result in ``ops.quality_results`` and update the Data Docs (each checkpoint
     renders its suite and its validation, and the index)."""
-    from delta.tables import DeltaTable
-
-    from lakehouse.quality import gx as qgx
 
     started = time.monotonic()
     run_id = run_id or f"quality-{uuid.uuid4()}"
-    selected = pipeline.select(tables) if tables else checked_tables(pipeline)
+    selected = pipeline.select(tables) if tables else pipeline.checked_tables()
     reports: list[TableReport] = []
     history = QualityLog(lake)
     with qgx.GX_LOCK:
@@ -236,7 +119,7 @@ def run_checks(
             if not declarations:
                 reports.append(TableReport(table.name, skipped="declares no expectations or checks"))
                 continue
-            if not DeltaTable.isDeltaTable(spark, path):
+            if not delta.exists(spark, path):
                 report = TableReport(table.name, skipped="table not created yet")
                 reports.append(report)
                 history.append([_skip_row(run_id, pipeline, table, report.skipped or "")])
@@ -257,11 +140,6 @@ def _run_table(
     declarations: list[Expectation],
     run_id: str,
 ) -> TableReport:
-    from great_expectations import Checkpoint, ExpectationSuite, ValidationDefinition
-    from great_expectations.checkpoint import UpdateDataDocsAction
-    from great_expectations.core.run_identifier import RunIdentifier
-
-    from lakehouse.quality import gx as qgx
 
     where = f"table {table.name!r} check"
     name = f"{pipeline.name}.{table.name}"

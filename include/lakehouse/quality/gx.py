@@ -1,6 +1,6 @@
 """The Great Expectations adapter: every place the platform touches GX Core.
 
-- :func:`instantiate` turns a declaration (:class:`~lakehouse.quality.declare.Expectation`)
+- :func:`instantiate` turns a declaration (:class:`~lakehouse.spec.expectations.Expectation`)
   into the real GX expectation, with errors that name the table and the expectation;
 - :func:`check_pipeline` does it for every declaration of a pipeline (``lakehouse validate``);
 - :func:`row_conditions` asks GX, once per flow, for each row expectation's *unexpected*
@@ -23,6 +23,8 @@ from typing import TYPE_CHECKING, Any
 
 import great_expectations as gx
 import great_expectations.expectations as gxe_classes
+from great_expectations.core.suite_parameters import build_suite_parameters
+from great_expectations.data_context.types.base import ProgressBarsConfig
 from great_expectations.execution_engine import SparkDFExecutionEngine
 from great_expectations.expectations.expectation import Expectation as GxExpectation
 from great_expectations.expectations.legacy_row_conditions import (
@@ -38,10 +40,11 @@ from great_expectations.expectations.row_conditions import (
 )
 from great_expectations.validator.metric_configuration import MetricConfiguration
 from great_expectations.validator.validator import Validator
+from pyspark.sql import functions as F
 
 from lakehouse.lake import Lake
-from lakehouse.quality.declare import TABLE_REFERENCE, Expectation
 from lakehouse.spec import SpecError
+from lakehouse.spec.expectations import TABLE_REFERENCE, Expectation
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -61,7 +64,6 @@ _ephemeral: Any = None
 
 
 def _quiet(context: Any) -> Any:
-    from great_expectations.data_context.types.base import ProgressBarsConfig
 
     context.variables.progress_bars = ProgressBarsConfig(globally=False)
     return context
@@ -127,8 +129,6 @@ def instantiate(
         raise SpecError(f"{what}: GX Core has no expectation class {declaration.gx_class!r}{hint}")
     kwargs = with_table_paths(declaration, lake)
     if parameters is not None:
-        from great_expectations.core.suite_parameters import build_suite_parameters
-
         kwargs, _ = build_suite_parameters(expectation_args=kwargs, suite_parameters=parameters)
     meta = {"lakehouse": {"name": declaration.label, "action": declaration.action}}
     try:
@@ -202,7 +202,6 @@ def _domain_filter(
 ) -> Column | None:
     """The rows GX evaluates an expectation on, as a Column: the filters GX's Spark engine
     applies in ``get_domain_records`` (row_condition, filter_conditions, ignore_row_if)."""
-    from pyspark.sql import functions as F
 
     filters: list[Column] = []
     row_condition = domain.get("row_condition")
@@ -247,7 +246,6 @@ def row_conditions(
     """Per declaration label, the Column that is true exactly on the rows GX counts as
     unexpected. Resolved by GX on an empty DataFrame of ``schema`` (no data is read); suite
     parameters are evaluated now."""
-    from pyspark.sql import functions as F
 
     with GX_LOCK:
         source = ephemeral_context().data_sources.add_or_update_spark("rows")

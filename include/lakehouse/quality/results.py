@@ -15,17 +15,15 @@ import json
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+import polars as pl
 import pyarrow as pa
 
 from lakehouse.monitoring.ops_tables import append_rows, read_table
 
 if TYPE_CHECKING:
-    import polars as pl
-
     from lakehouse.lake import Lake
 
 RESULTS_TABLE = "ops.quality_results"
-QUARANTINE_LAYER = "quarantine"
 
 SCHEMA = pa.schema(
     [
@@ -47,11 +45,6 @@ SCHEMA = pa.schema(
         ("recorded_at", pa.timestamp("us", tz="UTC")),
     ]
 )
-
-
-def quarantine_table(table: str) -> str:
-    """``silver.device_events`` -> ``quarantine.silver_device_events`` (its Delta table name)."""
-    return f"{QUARANTINE_LAYER}.{table.replace('.', '_', 1)}"
 
 
 def to_json(value: Any) -> str | None:
@@ -86,13 +79,11 @@ class QualityLog:
 
     def run(self, run_id: str) -> pl.DataFrame:
         """The results of one validation run (e.g. one ``<pipeline>_quality`` DAG run)."""
-        import polars as pl
 
         return self.read().filter(pl.col("run_id") == run_id)
 
     def totals(self, pipeline: str, origin: str | None = None) -> dict[tuple[str, str], int]:
         """Unexpected rows per (table, expectation) over all runs of ``pipeline``."""
-        import polars as pl
 
         df = self.read().filter(pl.col("pipeline") == pipeline)
         if origin:

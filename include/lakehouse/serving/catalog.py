@@ -27,7 +27,9 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from lakehouse import registry
+from pyspark.errors import PySparkException
+
+from lakehouse import registry, storage
 from lakehouse.spec import LAYERS
 
 if TYPE_CHECKING:
@@ -102,13 +104,9 @@ class Wanted:
 def delta_tables_on_disk(spark: SparkSession, lake: Lake) -> set[str]:
     """Names (``db.table``) of the Delta tables under ``<root>/tables``, listed with Hadoop's
     file system (local, s3a, ...) in one glob."""
-    jvm = spark.sparkContext._jvm
-    pattern = jvm.org.apache.hadoop.fs.Path(f"{lake.tables_root}/*/*/_delta_log")
-    fs = pattern.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())
     found = set()
-    for status in fs.globStatus(pattern) or []:
-        table_dir = status.getPath().getParent()
-        db, table = table_dir.getParent().getName(), table_dir.getName()
+    for log_dir in storage.glob(spark, f"{lake.tables_root}/*/*/_delta_log"):
+        db, table = log_dir.rstrip("/").split("/")[-3:-1]
         if _IDENTIFIER.match(db) and _IDENTIFIER.match(table):
             found.add(f"{db}.{table}")
     return found
@@ -202,7 +200,6 @@ def sync(
     spark: SparkSession, lake: Lake, pipelines: Mapping[str, Pipeline], target: Wanted | None = None
 ) -> SyncReport:
     """Make the catalog match the specs and the lake; safe to run any time, from any process."""
-    from pyspark.errors import PySparkException
 
     target = target or wanted(spark, lake, pipelines)
     report = SyncReport(target, pending=list(target.pending))

@@ -1,25 +1,33 @@
 """Run SQL against the lake: in an embedded Spark session, or through a running ``lakehouse serve``.
 
-Both engines take one statement at a time and return a :class:`Result` (column names, whether
-each is numeric, rows as Python values), or raise :class:`QueryError` with the engine's own
-message (no JVM stack trace, no query plan).
+Both engines take one statement at a time and return a :class:`~lakehouse.serving.statements.Result`
+(column names, whether each is numeric, rows as Python values), or raise
+:class:`~lakehouse.serving.statements.QueryError` with the engine's own message (no JVM stack
+trace, no query plan).
 """
 
 from __future__ import annotations
 
 import logging
 import os
-import re
 import shlex
 import tempfile
 import time
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING
+
+import pyarrow as pa
+from py4j.protocol import Py4JJavaError
+from pyhive import hive
+from pyhive.exc import Error
+from pyspark.errors import PySparkException
+from pyspark.logger import PySparkLogger
+from thrift.transport.TTransport import TTransportException
 
 from lakehouse.lake import Lake
 from lakehouse.serving.catalog import SyncReport, catalog_conf, load_pipelines, sync, wanted
-from lakehouse.session import jars, launched_by_spark_submit
+from lakehouse.serving.statements import QueryError, Result, engine_message
+from lakehouse.session import jars, launched_by_spark_submit, spark_session
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -33,52 +41,6 @@ log = logging.getLogger("lakehouse.sql")
 LOG4J2 = Path(__file__).with_name("log4j2.properties")
 FULL_CHECK_SECONDS = 60.0
 _NUMERIC_HIVE_TYPES = {"TINYINT", "SMALLINT", "INT", "BIGINT", "FLOAT", "DOUBLE", "DECIMAL"}
-
-
-class QueryError(Exception):
-    """The engine rejected a statement; the message is the engine's."""
-
-
-@dataclass(frozen=True)
-class Result:
-    columns: list[str]
-    numeric: list[bool]
-    rows: list[tuple[Any, ...]]
-    truncated: bool = False
-
-    @property
-    def has_rows(self) -> bool:
-        """False for statements that return no result set (``CREATE``, ``SET``, ...)."""
-        return bool(self.columns)
-
-
-class Engine(Protocol):
-    def execute(self, statement: str, max_rows: int | None = None) -> Result: ...
-
-    def close(self) -> None: ...
-
-
-def split_statements(text: str) -> list[str]:
-    """``"SELECT 1; SELECT ';'"`` -> both statements, without comments or trailing semicolons."""
-    import sqlparse
-
-    statements = []
-    for raw in sqlparse.split(text):
-        statement = sqlparse.format(raw, strip_comments=True).strip().rstrip(";").strip()
-        if statement:
-            statements.append(statement)
-    return statements
-
-
-def engine_message(text: str) -> str:
-    """The engine's message without the query plan or Java class names Spark appends."""
-    text = re.sub(r"^Error running query: ", "", text.strip())
-    text = re.sub(r"^(\[[A-Z_.]+\] )?(org\.apache|java|io\.delta)[\w.$]+: ", "", text)
-    lines = text.splitlines()
-    for number, line in enumerate(lines):
-        if "SQLSTATE:" in line:  # the plan or JVM frames follow
-            return "\n".join(lines[: number + 1]).rstrip(";").strip()
-    return "\n".join(line for line in lines if not line.lstrip().startswith("at ")).strip()
 
 
 # --------------------------------------------------------------------------- embedded Spark
@@ -114,7 +76,6 @@ def serving_settings(settings: Settings, system_properties: Mapping[str, str] | 
 def serving_session(
     settings: Settings, app_name: str, system_properties: Mapping[str, str] | None = None
 ) -> SparkSession:
-    from lakehouse.session import spark_session
 
     return spark_session(serving_settings(settings, system_properties), app_name=app_name)
 
@@ -146,7 +107,6 @@ class LocalEngine:
     """An embedded Spark session with the catalog registered from the specs."""
 
     def __init__(self, settings: Settings, spark: SparkSession | None = None) -> None:
-        from pyspark.logger import PySparkLogger
 
         # PySpark logs every captured SQL error with its JVM stack trace; we report it ourselves.
         for name in ("SQLQueryContextLogger", "DataFrameQueryContextLogger"):
@@ -156,9 +116,6 @@ class LocalEngine:
         log.debug("catalog: %s", report.summary())
 
     def execute(self, statement: str, max_rows: int | None = None) -> Result:
-        import pyarrow as pa
-        from py4j.protocol import Py4JJavaError
-        from pyspark.errors import PySparkException
 
         try:
             df = self.spark.sql(statement)
@@ -189,8 +146,6 @@ class RemoteEngine:
     """A HiveServer2 (JDBC/Thrift) connection to ``lakehouse serve``, through PyHive."""
 
     def __init__(self, host: str, port: int, user: str | None = None, password: str | None = None) -> None:
-        from pyhive import hive
-        from thrift.transport.TTransport import TTransportException
 
         try:
             self.connection = hive.connect(
@@ -212,7 +167,6 @@ class RemoteEngine:
         self.cursor = self.connection.cursor()
 
     def execute(self, statement: str, max_rows: int | None = None) -> Result:
-        from pyhive.exc import Error
 
         try:
             self.cursor.execute(statement)

@@ -10,8 +10,10 @@ from decimal import Decimal
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
+from tabulate import tabulate
+
 if TYPE_CHECKING:
-    from lakehouse.serving.engine import Result
+    from lakehouse.serving.statements import Result
 
 
 class OutputFormat(StrEnum):
@@ -70,7 +72,6 @@ def render(result: Result, fmt: OutputFormat) -> str:
 
 def table(result: Result) -> str:
     """Columns aligned (numbers to the right) with a row count, like psql."""
-    from tabulate import tabulate
 
     body = tabulate(
         [[text(v) for v in row] for row in result.rows],

@@ -22,6 +22,10 @@ import zipfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import pyspark
+
+from lakehouse.errors import UsageError
+
 if TYPE_CHECKING:
     from lakehouse.config import Settings
 
@@ -33,7 +37,7 @@ SCHEME = "pbkdf2_sha256"
 ITERATIONS = 210_000
 
 
-class PasswordError(ValueError):
+class PasswordError(UsageError):
     """A user or password file problem; the message says what and how to fix it."""
 
 
@@ -123,7 +127,6 @@ def server_conf(settings: Settings) -> dict[str, str]:
 
 def build_jar(destination: Path) -> Path:
     """Compile the authenticator against pyspark's jars (needs a JDK's ``javac``)."""
-    import pyspark
 
     classpath = str(Path(pyspark.__file__).parent / "jars" / "*")
     with tempfile.TemporaryDirectory() as classes:

@@ -15,6 +15,8 @@ import socket
 import time
 from typing import TYPE_CHECKING
 
+from lakehouse import storage
+from lakehouse.errors import UsageError
 from lakehouse.serving.engine import serving_session, sync_catalog
 from lakehouse.serving.passwords import server_conf
 
@@ -28,7 +30,7 @@ log = logging.getLogger("lakehouse.serve")
 THRIFT_SERVER = "org.apache.spark.sql.hive.thriftserver.HiveThriftServer2"
 
 
-class ServeError(RuntimeError):
+class ServeError(UsageError):
     """The server cannot start (port taken, server did not come up); the message says why."""
 
 
@@ -76,11 +78,11 @@ def serve(settings: Settings, host: str, port: int, refresh_seconds: float, stop
         log.info("catalog: %s", report.summary())
         if stop.is_set():  # stopped while starting
             return
-        jvm = spark.sparkContext._jvm
+        jvm = storage.jvm(spark)
         for key, value in hive_conf.items():
             spark.conf.set(key, value)
             jvm.java.lang.System.setProperty(key, value)  # a driver started by spark-submit
-        server = getattr(jvm, THRIFT_SERVER).startWithSparkSession(spark._jsparkSession, False)
+        server = getattr(jvm, THRIFT_SERVER).startWithSparkSession(spark._jsparkSession, False)  # noqa: SLF001  # it needs the JVM session
         try:
             if not wait_listening(host, port, 120, stop):
                 if stop.is_set():

@@ -15,23 +15,25 @@ Any Delta reader works on the same files (they follow the open Delta protocol):
 from __future__ import annotations
 
 import re
-from dataclasses import asdict, dataclass, fields, is_dataclass
+from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
+
+import polars as pl
+from deltalake import DeltaTable
 
 from lakehouse.config import settings as default_settings
 from lakehouse.lake import Lake
 from lakehouse.monitoring.ops_tables import exists, rs_uri
 from lakehouse.monitoring.status import table_stats
+from lakehouse.serving.statements import Result
+from lakehouse.spec import Aggregate
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
     import pandas as pd
-    import polars as pl
-    from deltalake import DeltaTable
 
-    from lakehouse.serving.engine import Result
     from lakehouse.spec import Pipeline, Table
 
 
@@ -54,7 +56,6 @@ def open_table(
     name: str, *, version: int | None = None, as_of: datetime | str | None = None, lake: Lake | None = None
 ) -> DeltaTable:
     """The Delta table ``name``: its latest version, ``version``, or the one current at ``as_of``."""
-    from deltalake import DeltaTable
 
     path = table_path(name, lake)
     if not exists(path):
@@ -69,7 +70,6 @@ def open_table(
 def read_polars(
     name: str, *, version: int | None = None, as_of: datetime | str | None = None, lake: Lake | None = None
 ) -> pl.DataFrame:
-    import polars as pl
 
     return pl.from_arrow(open_table(name, version=version, as_of=as_of, lake=lake).to_pyarrow_table())
 
@@ -91,7 +91,6 @@ _DELETED = ("numTargetRowsDeleted", "numDeletedRows", "num_deleted_rows")
 def history(name: str, limit: int | None = None, lake: Lake | None = None) -> Result:
     """The table's commits, newest first: version, time, operation, rows it added, updated and
     deleted, and its parameters (``DESCRIBE HISTORY`` in SQL gives every metric)."""
-    from lakehouse.serving.engine import Result
 
     rows = []
     for commit in open_table(name, lake=lake).history(limit):
@@ -161,6 +160,7 @@ class Description:
     watermark: str | None = None
     window: str | None = None
     freshness: str | None = None
+    source: str | None = None
     upstreams: tuple[str, ...] = ()
     downstreams: tuple[str, ...] = ()
     expectations: tuple[str, ...] = ()
@@ -203,11 +203,11 @@ def describe(name: str, pipelines: Mapping[str, Pipeline], lake: Lake | None = N
 
 
 def _from_spec(pipeline: Pipeline, table: Table) -> dict[str, Any]:
-    window = table.window
+    window = table.write.window if isinstance(table.write, Aggregate) else None
     return {
         "pipeline": pipeline.name,
         "description": table.description,
-        "write": table.write,
+        "write": table.write.describe(),
         "keys": tuple(table.keys),
         "event_time": table.event_time,
         "watermark": table.watermark,
@@ -215,34 +215,12 @@ def _from_spec(pipeline: Pipeline, table: Table) -> dict[str, Any]:
         if window and window.slide
         else (window.size if window else None),
         "freshness": table.freshness,
+        "source": table.source.kind if table.source else None,
         "upstreams": table.upstream_names,
         "downstreams": tuple(t.name for t in pipeline.downstream(table.name)),
-        # declared by the quality layer when present; read defensively
-        "expectations": tuple(expectation_text(e) for e in getattr(table, "expectations", None) or ()),
+        "expectations": tuple(e.describe() for e in table.expectations),
         "partitioning": tuple(table.partition_by),
     }
-
-
-def expectation_text(expectation: Any) -> str:
-    """One expectation as a line: its own ``describe()``/``description`` if it has one, else
-    its type and non-default fields."""
-    for attr in ("describe", "description"):
-        value = getattr(expectation, attr, None)
-        if callable(value):
-            try:
-                value = value()
-            except TypeError:
-                continue
-        if isinstance(value, str) and value:
-            return value
-    if is_dataclass(expectation) and not isinstance(expectation, type):
-        parts = [
-            f"{f.name}={getattr(expectation, f.name)!r}"
-            for f in fields(expectation)
-            if getattr(expectation, f.name) != f.default
-        ]
-        return f"{type(expectation).__name__}({', '.join(parts)})"
-    return str(expectation)
 
 
 _SQL_NAMES = {

@@ -18,19 +18,22 @@ from __future__ import annotations
 
 import json
 import random
-import uuid
 from dataclasses import asdict, dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
+from lakehouse.generators import chunks, iso, malformed, time_range, uid
+from lakehouse.spec import parse_duration
+from pipelines.ads import constants
+
 if TYPE_CHECKING:
-    from lakehouse.landing import Landing
+    from lakehouse.generators import Landing
 
 IMPRESSIONS = "bronze.impressions"
 CLICKS = "bronze.clicks"
-IMPRESSIONS_LATE = timedelta(hours=2)  # the pipeline's bounds (pipeline.py)
-CLICKS_LATE = timedelta(hours=3)
-ATTRIBUTION = timedelta(hours=1)
+IMPRESSIONS_LATE = parse_duration(constants.IMPRESSIONS_LATE, "IMPRESSIONS_LATE")  # the pipeline's bounds
+CLICKS_LATE = parse_duration(constants.CLICKS_LATE, "CLICKS_LATE")
+ATTRIBUTION = parse_duration(constants.ATTRIBUTION, "ATTRIBUTION")
 
 
 @dataclass
@@ -70,26 +73,6 @@ class _Event:
     too_late: bool = False
 
 
-def _iso(moment: datetime) -> str:
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
-
-
-def _uid(rng: random.Random) -> str:
-    return str(uuid.UUID(int=rng.getrandbits(128), version=4))
-
-
-def _malformed(rng: random.Random, body: dict[str, Any], time_field: str) -> str:
-    kind = rng.randrange(4)
-    text = json.dumps(body)
-    if kind == 0:
-        return text[: rng.randrange(5, len(text) - 5)]  # truncated
-    if kind == 1:
-        return json.dumps({**body, time_field: "yesterday"})  # wrong type
-    if kind == 2:
-        return json.dumps({k: v for k, v in body.items() if k != "ad_id"})  # missing field
-    return "#" + "".join(rng.choice("abcdef0123456789") for _ in range(24))  # not JSON
-
-
 def generate(
     landing: Landing,
     *,
@@ -113,10 +96,7 @@ def generate(
     ``files`` impressions files plus as many clicks files, event times in ``[start, end)``
     (default: the 6 hours up to now)."""
     rng = random.Random(seed)
-    end = (end or (start + timedelta(hours=6) if start else datetime.now(UTC))).astimezone(UTC)
-    start = (start or end - timedelta(hours=6)).astimezone(UTC)
-    if start >= end:
-        raise ValueError(f"start {start} must be before end {end}")
+    start, end = time_range(start, end, timedelta(hours=6))
     summary = Summary()
     stream: list[_Event] = []
 
@@ -155,11 +135,11 @@ def generate(
                 break
             ad, campaign = f"ad-{rng.getrandbits(40):010x}", f"campaign-{rng.randrange(1, campaigns + 1)}"
             impression = {
-                "impression_id": _uid(rng),
+                "impression_id": uid(rng),
                 "ad_id": ad,
                 "campaign_id": campaign,
                 "user_id": user,
-                "impression_time": _iso(moment),
+                "impression_time": iso(moment),
             }
             shown = deliver(IMPRESSIONS, impression, moment)
             summary.impressions += 1
@@ -168,10 +148,10 @@ def generate(
                 after = timedelta(minutes=rng.uniform(61, 100) if slow else rng.uniform(0.1, 59))
                 if moment + after < end:
                     click = {
-                        "click_id": _uid(rng),
+                        "click_id": uid(rng),
                         "ad_id": ad,
                         "user_id": user,
-                        "click_time": _iso(moment + after),
+                        "click_time": iso(moment + after),
                     }
                     clicked = deliver(CLICKS, click, moment + after)
                     summary.clicks += 1
@@ -180,10 +160,10 @@ def generate(
                         summary.attributions.append((impression["impression_id"], click["click_id"]))
             if rng.random() < orphan_click_fraction:
                 orphan = {
-                    "click_id": _uid(rng),
+                    "click_id": uid(rng),
                     "ad_id": f"ad-{rng.getrandbits(40):010x}",
                     "user_id": user,
-                    "click_time": _iso(moment),
+                    "click_time": iso(moment),
                 }
                 deliver(CLICKS, orphan, moment)
                 summary.clicks += 1
@@ -204,18 +184,16 @@ def generate(
             summary.duplicates += 1
         if rng.random() < malformed_fraction:
             time_field = "impression_time" if event.stream == IMPRESSIONS else "click_time"
-            deliveries.append((event.delivered, order, event.stream, _malformed(rng, event.body, time_field)))
+            bad = malformed(rng, event.body, wrong_type=(time_field, "yesterday"), missing="ad_id")
+            deliveries.append((event.delivered, order, event.stream, bad))
             summary.malformed += 1
     deliveries.sort()
     summary.lines = len(deliveries)
     if stream:
-        summary.first_event_time = _iso(min(e.at for e in stream))
-        summary.last_event_time = _iso(max(e.at for e in stream))
+        summary.first_event_time = iso(min(e.at for e in stream))
+        summary.last_event_time = iso(max(e.at for e in stream))
     prefix = file_prefix or f"ads-{start:%Y%m%dT%H%M%S}-{seed}"
-    files = max(1, min(files, len(deliveries) or 1))
-    size = -(-len(deliveries) // files)
-    for k in range(files):
-        chunk = deliveries[k * size : (k + 1) * size]
+    for k, chunk in enumerate(chunks(deliveries, files)):
         for table in (IMPRESSIONS, CLICKS):
             lines = [line for _, _, kind, line in chunk if kind == table]
             if lines:

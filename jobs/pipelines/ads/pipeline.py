@@ -33,14 +33,18 @@ Declarations only: no pyspark here (Airflow imports this module when parsing DAG
 """
 
 from lakehouse.quality import gxe
-from lakehouse.spec import JsonFiles, Pipeline, State, Table, Upstream, Window, parse_duration
-
-IMPRESSIONS_LATE = "2 hours"  # how late an impression may arrive
-CLICKS_LATE = "3 hours"  # how late a click may arrive
-ATTRIBUTION = "1 hour"  # a click counts for an impression at most this long after it
-IDLE_AFTER = "5 minutes"  # without action, a user is idle ...
-OFFLINE_AFTER = "30 minutes"  # ... then offline, which closes the session
-CTR_WINDOW = Window(size="1 hour")
+from lakehouse.spec import (
+    Aggregate,
+    Append,
+    JsonFiles,
+    Pipeline,
+    State,
+    Table,
+    Upsert,
+    Upstream,
+    parse_duration,
+)
+from pipelines.ads.constants import ATTRIBUTION, CLICKS_LATE, CTR_WINDOW, IMPRESSIONS_LATE, OFFLINE_AFTER
 
 impressions = Upstream("silver.impressions", watermark=IMPRESSIONS_LATE)
 clicks = Upstream("silver.clicks", watermark=CLICKS_LATE)
@@ -76,7 +80,7 @@ pipeline = Pipeline(
             transform="transforms:clean_impressions",
             event_time="impression_time",
             watermark=IMPRESSIONS_LATE,
-            keys=["impression_id"],
+            write=Append(keys=["impression_id"]),
             checks=[gxe.ExpectColumnValuesToBeUnique(column="impression_id", name="impression_id_unique")],
         ),
         Table(
@@ -86,7 +90,7 @@ pipeline = Pipeline(
             transform="transforms:clean_clicks",
             event_time="click_time",
             watermark=CLICKS_LATE,
-            keys=["click_id"],
+            write=Append(keys=["click_id"]),
             checks=[gxe.ExpectColumnValuesToBeUnique(column="click_id", name="click_id_unique")],
         ),
         Table(
@@ -121,9 +125,7 @@ pipeline = Pipeline(
             upstreams=[impressions, Upstream("gold.attributed_clicks", CLICKS_LATE)],
             transform="transforms:campaign_ctr",
             event_time="window_start",
-            keys=["window_start", "campaign_id"],
-            write="aggregate",
-            window=CTR_WINDOW,
+            write=Aggregate(CTR_WINDOW, group_by=["campaign_id"]),
             checks=[
                 gxe.ExpectCompoundColumnsToBeUnique(
                     column_list=["window_start", "campaign_id"], name="one_row_per_campaign_window"
@@ -144,9 +146,7 @@ pipeline = Pipeline(
             upstreams=["gold.user_activity"],
             transform="transforms:user_status",
             event_time="status_time",
-            keys=["user_id"],
-            sequence_by=["status_time"],
-            write="upsert",
+            write=Upsert(keys=["user_id"], sequence_by=["status_time"]),
             checks=[
                 gxe.ExpectColumnValuesToBeUnique(column="user_id", name="one_status_per_user"),
                 gxe.ExpectColumnValuesToBeInSet(

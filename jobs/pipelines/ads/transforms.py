@@ -13,7 +13,7 @@ from pyspark.sql import functions as F
 
 from lakehouse.spec import parse_duration
 from pipelines.ads.activity import CLICK, IMPRESSION, OUTPUT_SCHEMA, UserActivityProcessor
-from pipelines.ads.pipeline import ATTRIBUTION, CTR_WINDOW, IDLE_AFTER, OFFLINE_AFTER
+from pipelines.ads.constants import ATTRIBUTION, CTR_WINDOW, IDLE_AFTER, OFFLINE_AFTER
 
 
 def _id(column: str) -> Column:

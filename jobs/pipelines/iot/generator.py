@@ -14,13 +14,14 @@ from __future__ import annotations
 
 import json
 import random
-import uuid
 from dataclasses import asdict, dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
+from lakehouse.generators import chunks, iso, malformed, time_range, uid
+
 if TYPE_CHECKING:
-    from lakehouse.landing import Landing
+    from lakehouse.generators import Landing
 
 SOURCE = "bronze.device_events"
 
@@ -79,22 +80,6 @@ def registry_csv(devices: int) -> str:
     return "\n".join(rows) + "\n"
 
 
-def _iso(moment: datetime) -> str:
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
-
-
-def _malformed(rng: random.Random, good: dict[str, Any]) -> str:
-    kind = rng.randrange(4)
-    text = json.dumps(good)
-    if kind == 0:
-        return text[: rng.randrange(5, len(text) - 5)]  # truncated
-    if kind == 1:
-        return json.dumps({**good, "signal": "high"})  # wrong type
-    if kind == 2:
-        return json.dumps({k: v for k, v in good.items() if k != "event_time"})  # missing field
-    return "#" + "".join(rng.choice("abcdef0123456789") for _ in range(24))  # not JSON
-
-
 def generate(
     landing: Landing,
     *,
@@ -127,10 +112,7 @@ def generate(
     each) are never late, duplicated or spiked, so each ends in exactly one quarantine.
     """
     rng = random.Random(seed)
-    end = (end or (start + timedelta(hours=1) if start else datetime.now(UTC))).astimezone(UTC)
-    start = (start or end - timedelta(hours=1)).astimezone(UTC)
-    if start >= end:
-        raise ValueError(f"start {start} must be before end {end}")
+    start, end = time_range(start, end, timedelta(hours=1))
     interval_seconds = (end - start).total_seconds() / max(events, 1)
     if write_registry:
         landing.write_reference("devices", registry_csv(devices))
@@ -188,11 +170,11 @@ def generate(
         else:
             latest = max(latest, event_time)
         event = {
-            "event_id": str(uuid.UUID(int=rng.getrandbits(128), version=4)),
+            "event_id": uid(rng),
             "device": None if invalid == "null_device" else device,
             "device_type": kind,
             "signal": round(signal, 3),
-            "event_time": _iso(event_time),
+            "event_time": iso(event_time),
         }
         line = json.dumps(event)
         lines.append(line)
@@ -208,18 +190,13 @@ def generate(
         while pending and pending[0][0] <= i:
             lines.append(pending.pop(0)[1])
         if rng.random() < malformed_fraction:
-            lines.append(_malformed(rng, event))
+            lines.append(malformed(rng, event, wrong_type=("signal", "high"), missing="event_time"))
             summary.malformed += 1
     lines.extend(line for _, line in pending)
     summary.lines = len(lines)
-    summary.first_event_time = _iso(start)
-    summary.last_event_time = _iso(latest)
+    summary.first_event_time = iso(start)
+    summary.last_event_time = iso(latest)
     prefix = file_prefix or f"events-{start:%Y%m%dT%H%M%S}-{seed}"
-    files = max(1, min(files, len(lines) or 1))
-    size = -(-len(lines) // files)
-    for k in range(files):
-        chunk = lines[k * size : (k + 1) * size]
-        if chunk:
-            path = landing.write_lines(SOURCE, f"{prefix}-{k:04d}.json", chunk)
-            summary.files.append(str(path))
+    for k, chunk in enumerate(chunks(lines, files)):
+        summary.files.append(str(landing.write_lines(SOURCE, f"{prefix}-{k:04d}.json", chunk)))
     return summary

@@ -19,65 +19,18 @@ from unregistered devices, or with a signal outside the sensor's physical range 
 from the registry). Table checks: ``event_id`` unique in silver, fresh events, gold windows
 unique, complete and consistent with silver, one status per device matching silver.
 
-Bronze reads landing files, or the ``iot.device_events`` Kafka topic with
-``LAKEHOUSE_INGEST=kafka`` (and ``LAKEHOUSE_KAFKA_BOOTSTRAP_SERVERS``): same schema, same
-tables downstream; the generator follows the same switch.
+Bronze reads landing files, or the ``iot.device_events`` Kafka topic: the declaration names
+both, the deployment picks one (``LAKEHOUSE_INGEST=kafka`` and
+``LAKEHOUSE_KAFKA_BOOTSTRAP_SERVERS``): same schema, same tables downstream; the generator
+follows the same switch.
 
 Declarations only: no pyspark (nor GX) here: Airflow imports this module when parsing DAGs.
 """
 
-from lakehouse.config import Settings
 from lakehouse.quality import gxe
-from lakehouse.spec import JsonFiles, KafkaTopic, Lookup, Pipeline, Table, Window
-
-WATERMARK = "10 minutes"
-WINDOW = Window(size="10 minutes", slide="5 minutes")
-
-# Windows older than both watermarks no longer change: consistency is checked on those only.
-_FINAL_WINDOWS = "window_start + INTERVAL 20 MINUTES <= (SELECT max(event_time) FROM {silver.device_events})"
-GOLD_WINDOWS_MATCH_SILVER = f"""
-WITH silver AS (
-    SELECT w.start AS window_start, device_type, count(*) AS events
-    FROM (SELECT window(event_time, '10 minutes', '5 minutes') AS w, device_type
-          FROM {{silver.device_events}})
-    GROUP BY w.start, device_type
-), compared AS (
-    SELECT coalesce(g.window_start, s.window_start) AS window_start,
-           coalesce(g.device_type, s.device_type) AS device_type,
-           g.events AS gold_events, s.events AS silver_events
-    FROM {{batch}} g FULL OUTER JOIN silver s
-      ON g.window_start = s.window_start AND g.device_type <=> s.device_type
-)
-SELECT * FROM compared
-WHERE gold_events IS DISTINCT FROM silver_events AND {_FINAL_WINDOWS}
-"""
-GOLD_WINDOWS_COMPLETE = """
-WITH span AS (
-    SELECT device_type, explode(sequence(min(window_start), max(window_start), INTERVAL 5 MINUTES))
-           AS window_start
-    FROM {batch} GROUP BY device_type
-)
-SELECT span.* FROM span LEFT ANTI JOIN {batch} g
-  ON g.window_start = span.window_start AND g.device_type <=> span.device_type
-"""
-STATUS_MATCHES_SILVER = """
-WITH latest AS (
-    SELECT device, max(event_time) AS event_time FROM {silver.device_events} GROUP BY device
-)
-SELECT coalesce(s.device, l.device) AS device, s.event_time AS status_time, l.event_time AS latest_event
-FROM {batch} s FULL OUTER JOIN latest l ON s.device = l.device
-WHERE s.event_time IS DISTINCT FROM l.event_time
-"""
-
-EVENT_SCHEMA = (
-    "event_id STRING NOT NULL, device STRING, device_type STRING, "
-    "signal DOUBLE NOT NULL, event_time TIMESTAMP NOT NULL"
-)
-TOPIC = "iot.device_events"
-SOURCES = {"files": JsonFiles(schema=EVENT_SCHEMA), "kafka": KafkaTopic(schema=EVENT_SCHEMA, topics=[TOPIC])}
-# LAKEHOUSE_INGEST, read here without filling the process-wide settings() cache: importing a
-# pipeline must not freeze the settings of the process that imports it.
-INGEST = Settings().ingest
+from lakehouse.spec import Aggregate, Append, JsonFiles, KafkaTopic, Lookup, Pipeline, Table, Upsert
+from pipelines.iot.checks import GOLD_WINDOWS_COMPLETE, GOLD_WINDOWS_MATCH_SILVER, STATUS_MATCHES_SILVER
+from pipelines.iot.constants import EVENT_SCHEMA, TOPIC, WATERMARK, WINDOW
 
 pipeline = Pipeline(
     name="iot",
@@ -94,7 +47,7 @@ pipeline = Pipeline(
         Table(
             "bronze.device_events",
             description="Device events as received; malformed lines kept with _parse_error.",
-            source=SOURCES[INGEST],
+            source=[JsonFiles(schema=EVENT_SCHEMA), KafkaTopic(schema=EVENT_SCHEMA, topics=[TOPIC])],
             event_time="event_time",
             freshness="10 minutes",
             expectations=[
@@ -123,7 +76,7 @@ pipeline = Pipeline(
             transform="transforms:clean_events",
             event_time="event_time",
             watermark=WATERMARK,
-            keys=["event_id"],
+            write=Append(keys=["event_id"]),
             partition_by=["event_date"],
             freshness="10 minutes",
             expectations=[
@@ -173,9 +126,7 @@ pipeline = Pipeline(
             transform="transforms:device_type_stats",
             event_time="window_start",
             watermark=WATERMARK,
-            keys=["window_start", "device_type"],
-            write="aggregate",
-            window=WINDOW,
+            write=Aggregate(WINDOW, group_by=["device_type"]),
             freshness="15 minutes",
             checks=[
                 gxe.ExpectCompoundColumnsToBeUnique(
@@ -200,9 +151,7 @@ pipeline = Pipeline(
             upstreams=["silver.device_events"],
             transform="transforms:device_status",
             event_time="event_time",
-            keys=["device"],
-            sequence_by=["event_time", "event_id"],
-            write="upsert",
+            write=Upsert(keys=["device"], sequence_by=["event_time", "event_id"]),
             freshness="15 minutes",
             checks=[
                 gxe.ExpectColumnValuesToBeUnique(column="device", name="one_status_per_device"),

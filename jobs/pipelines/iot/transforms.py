@@ -9,7 +9,7 @@ from __future__ import annotations
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from pipelines.iot.pipeline import WINDOW
+from pipelines.iot.constants import WINDOW
 
 
 def clean_events(events: DataFrame, devices: DataFrame) -> DataFrame:

@@ -18,7 +18,7 @@ def main() -> None:
     from airflow.models.xcom import XComModel
     from airflow.utils.session import create_session
 
-    from lakehouse.orchestration.factory import build_all
+    from lakehouse.orchestration.dags import build_all
 
     dag_id = sys.argv[1]
     run_conf = json.loads(sys.argv[2]) if len(sys.argv) > 2 else {}

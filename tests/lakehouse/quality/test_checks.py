@@ -8,11 +8,10 @@ from pathlib import Path
 import pytest
 
 from lakehouse.lake import Lake
-from lakehouse.quality.checks import docs_dir, results_from_log, run_checks, suite_declarations
+from lakehouse.quality.checks import run_checks, suite_declarations
+from lakehouse.quality.report import docs_dir, results_from_log
 from lakehouse.quality.results import QualityLog
 from lakehouse.spec import Pipeline
-
-from .conftest import duplicate_one_silver_row
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
@@ -46,9 +45,9 @@ def test_clean_tables_pass_and_data_docs_contain_every_suite(
 
 
 def test_a_violated_check_is_reported_with_its_offending_rows(
-    spark, fresh_iot: Lake, iot: Pipeline, tmp_path: Path
+    spark, fresh_iot: Lake, iot: Pipeline, tmp_path: Path, duplicate_silver_row
 ) -> None:
-    duplicated = duplicate_one_silver_row(spark, fresh_iot)
+    duplicated = duplicate_silver_row(fresh_iot)
     stats = fresh_iot.table("gold.device_type_stats")
     first = spark.read.format("delta").load(stats).agg({"window_start": "min"}).collect()[0][0]
     spark.sql(

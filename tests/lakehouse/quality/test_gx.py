@@ -3,9 +3,8 @@ that count exactly what GX's own validation counts."""
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import pytest
+from attrs import evolve
 
 from lakehouse.quality import gxe
 from lakehouse.quality.gx import check_pipeline, instantiate, row_conditions
@@ -30,8 +29,8 @@ def test_lakehouse_validate_refuses_what_cannot_run_on_each_row(iot: Pipeline) -
     check_pipeline(iot)  # the shipped suite is valid
 
     def broken(**changes: object) -> Pipeline:
-        silver = replace(iot.table("silver.device_events"), **changes)
-        return replace(iot, tables=[silver if t.name == silver.name else t for t in iot.tables])
+        silver = evolve(iot.table("silver.device_events"), **changes)
+        return evolve(iot, tables=[silver if t.name == silver.name else t for t in iot.tables])
 
     with pytest.raises(SpecError, match=r"measures the table as a whole.*declare it in checks="):
         check_pipeline(broken(expectations=[gxe.ExpectTableRowCountToBeBetween(min_value=1, action="warn")]))

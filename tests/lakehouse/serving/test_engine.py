@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from lakehouse.serving.engine import engine_message, split_statements
+from lakehouse.serving.statements import engine_message, split_statements
 
 
 @pytest.mark.parametrize(

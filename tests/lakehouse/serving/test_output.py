@@ -8,8 +8,8 @@ import json
 from datetime import UTC, date, datetime
 from decimal import Decimal
 
-from lakehouse.serving.engine import Result
 from lakehouse.serving.output import OutputFormat, render
+from lakehouse.serving.statements import Result
 
 RESULT = Result(
     ["device", "signal", "alert", "seen", "day", "tags", "total"],

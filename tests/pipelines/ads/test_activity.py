@@ -133,7 +133,7 @@ def feed(batches: list[list[tuple[float, str]]], delay: float) -> list[tuple]:
     for batch in batches:
         if latest is not None and latest - delay > 0:
             watermark = ms(latest - delay)
-            if watermark > tws._currentWatermarkMs:
+            if watermark > tws._currentWatermarkMs:  # noqa: SLF001  # the tester keeps it privately
                 out += rows(tws.setWatermark(watermark))
         if batch:
             out += rows(tws.testInPandas("u1", frame(batch)))

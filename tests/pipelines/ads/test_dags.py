@@ -11,7 +11,7 @@ from pathlib import Path
 # In a child process, as Airflow's DAG processor would: importing Airflow reconfigures logging.
 LIST_DAGS = """
 import json
-from lakehouse.orchestration.factory import build_all
+from lakehouse.orchestration.dags import build_all
 dags = build_all()
 print(json.dumps({dag_id: sorted(dag.params["flows"]) if "flows" in dag.params else [] for dag_id, dag in dags.items()}))
 """

@@ -18,11 +18,11 @@ import pytest
 from pyspark.testing import assertDataFrameEqual
 
 from lakehouse.batch import backfill
-from lakehouse.flow import Slice
+from lakehouse.generators import Landing
 from lakehouse.lake import Lake
-from lakehouse.landing import Landing
 from lakehouse.monitoring.progress import ProgressLog
 from lakehouse.quality.checks import run_checks
+from lakehouse.slices import Slice
 from lakehouse.sources import INGESTED_AT, SOURCE_FILE
 from lakehouse.spec import Pipeline
 from lakehouse.stream import StreamRunner

@@ -10,7 +10,6 @@ import signal
 import subprocess
 import sys
 import time
-from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -18,13 +17,13 @@ import polars as pl
 import pytest
 
 from lakehouse.config import Settings
+from lakehouse.generators import Landing
 from lakehouse.lake import Lake
-from lakehouse.landing import Landing
 from lakehouse.monitoring.ops_tables import read_table
 from lakehouse.registry import discover
 from lakehouse.sources import KAFKA_COLUMNS
+from pipelines.iot.constants import TOPIC
 from pipelines.iot.generator import generate
-from pipelines.iot.pipeline import SOURCES, TOPIC
 
 BIN = Path(sys.executable).parent
 START = datetime(2026, 3, 1, 8, tzinfo=UTC)
@@ -63,9 +62,8 @@ def end_offsets(servers: str) -> dict[int, int]:
 def test_kafka_to_gold_exactly_once_across_driver_sigkill(stack, cli_env: dict[str, str]) -> None:
     env = {**cli_env, "LAKEHOUSE_INGEST": "kafka", "LAKEHOUSE_KAFKA_BOOTSTRAP_SERVERS": stack.kafka_servers}
     conf = Settings(root=env["LAKEHOUSE_ROOT"], ingest="kafka", kafka_bootstrap_servers=stack.kafka_servers)
-    iot = discover("pipelines")["iot"]  # as the driver will see it with LAKEHOUSE_INGEST=kafka:
-    source = replace(SOURCES["kafka"], bootstrap_servers=stack.kafka_servers)
-    kafka_iot = replace(iot, tables=[replace(t, source=source) if t.source else t for t in iot.tables])
+    # as the driver sees it with LAKEHOUSE_INGEST=kafka:
+    kafka_iot = discover("pipelines")["iot"].configured("kafka", stack.kafka_servers)
     lake = Lake(conf.root)
     landing = Landing(lake, kafka_iot)
     create_topic(stack.kafka_servers)

@@ -12,15 +12,15 @@ from pyspark.sql import functions as F
 from pyspark.testing import assertDataFrameEqual
 
 from lakehouse.batch import backfill
-from lakehouse.flow import Slice
+from lakehouse.generators import Landing
 from lakehouse.lake import Lake
-from lakehouse.landing import Landing
 from lakehouse.monitoring.progress import ProgressLog
-from lakehouse.quality.enforce import FAILED, QUARANTINE_METADATA
-from lakehouse.quality.results import QualityLog, quarantine_table
+from lakehouse.quality.results import QualityLog
+from lakehouse.slices import Slice
 from lakehouse.sources import INGESTED_AT, PARSE_ERROR, SOURCE_FILE
-from lakehouse.spec import Pipeline
+from lakehouse.spec import Pipeline, quarantine_name
 from lakehouse.stream import StreamRunner
+from lakehouse.writes import FAILED, QUARANTINE_METADATA
 from pipelines.iot.generator import generate
 
 START = datetime(2026, 1, 1, tzinfo=UTC)
@@ -72,7 +72,7 @@ def test_stream_and_backfill_quarantine_the_same_rows_and_every_line_is_accounte
     # --- the same rows quarantined, for the same reasons, in both executions
     quarantined = {}
     for name in FLOWS:
-        q = quarantine_table(name)
+        q = quarantine_name(name)
         left, right = read(streamed, q).drop(*VOLATILE), read(batched, q).drop(*VOLATILE)
         assertDataFrameEqual(left, right, checkRowOrder=False)
         quarantined[name] = read(streamed, q)
@@ -93,8 +93,8 @@ def test_stream_and_backfill_quarantine_the_same_rows_and_every_line_is_accounte
         frozenset({"signal_not_below_sensor_range"}),
         frozenset({"signal_not_above_sensor_range"}),
     }
-    assert {r._origin for r in silver_q.collect()} == {"stream"}
-    assert read(batched, quarantine_table("silver.device_events")).where("_origin <> 'backfill'").count() == 0
+    assert {r["_origin"] for r in silver_q.collect()} == {"stream"}
+    assert read(batched, quarantine_name("silver.device_events")).where("_origin <> 'backfill'").count() == 0
 
     # --- accounting: every landed line ends in exactly one place
     bronze = read(streamed, "bronze.device_events")
@@ -127,7 +127,7 @@ def test_stream_and_backfill_quarantine_the_same_rows_and_every_line_is_accounte
     )
 
     # --- a backfill re-run replaces its slice of the quarantine instead of adding to it
-    silver_quarantine = batched.table(quarantine_table("silver.device_events"))
+    silver_quarantine = batched.table(quarantine_name("silver.device_events"))
     before = spark.read.format("delta").load(silver_quarantine).drop(*VOLATILE)
     backfill(spark, batched, iot, Slice(START, datetime(2026, 1, 1, 0, 30)), ["silver.device_events"])
     after = spark.read.format("delta").load(silver_quarantine)

@@ -1,0 +1,166 @@
+"""``lakehouse run / backfill``: a pipeline's flows as streams, or a slice of them as a batch.
+
+Both run in this process, as a Spark driver (Airflow submits the same commands with
+``spark-submit``, see ``jobs/driver.py``).
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+from datetime import datetime
+from enum import StrEnum
+from typing import Annotated, Any
+
+import typer
+from rich.table import Table as RichTable
+
+from lakehouse.cli.kit import (
+    DATE_FORMATS,
+    PipelineArgument,
+    UserError,
+    commands,
+    console,
+    load_pipeline,
+    split,
+)
+from lakehouse.config import settings
+from lakehouse.control import FlowControl, LeaseHeld, LeaseKeeper
+from lakehouse.lake import Lake
+from lakehouse.session import spark_session
+from lakehouse.slices import Slice
+from lakehouse.times import utc
+
+app = typer.Typer()
+
+
+class TriggerChoice(StrEnum):
+    continuous = "continuous"
+    incremental = "incremental"
+
+
+def run(
+    pipeline: PipelineArgument,
+    trigger: Annotated[
+        TriggerChoice,
+        typer.Option(help="continuous: long-running micro-batches; incremental: availableNow, then exit."),
+    ],
+    flow: Annotated[
+        list[str] | None,
+        typer.Option("--flow", "-f", help="Table whose flow to run (repeatable; default all)."),
+    ] = None,
+    interval: Annotated[
+        str | None,
+        typer.Option(help="Micro-batch interval of continuous flows (default LAKEHOUSE_TRIGGER_INTERVAL)."),
+    ] = None,
+    skip_if_running: Annotated[
+        bool,
+        typer.Option(help="Skip (successfully) the flows another driver runs, instead of failing."),
+    ] = False,
+) -> None:
+    """Run flows as Structured Streaming queries into their Delta tables (one driver per flow).
+
+    Each flow is leased by this driver while it runs: a second driver for it refuses to start.
+    """
+    spec = load_pipeline(pipeline)
+    tables = spec.select(split(flow))
+    from lakehouse.stream import FlowFailed, StreamRunner  # deferred: Spark
+
+    conf = settings()
+    log = logging.getLogger("lakehouse")
+    control = FlowControl(conf.control_path, pipeline)
+    stop, lost = threading.Event(), threading.Event()
+
+    def fence(reason: str) -> None:
+        log.error("stopping every flow at once: %s", reason)
+        lost.set()
+
+    keeper = LeaseKeeper(control, [t.name for t in tables], trigger.value, conf.lease_ttl_seconds, fence)
+    try:
+        for skipped in keeper.acquire(skip_held=skip_if_running):
+            console.print(f"skipped: {skipped}")
+    except LeaseHeld as exc:
+        raise UserError(f"{exc}; stop it first: lakehouse stop {pipeline} --flow {exc.lease.flow}") from None
+    tables = tuple(t for t in tables if t.name in keeper.flows)
+    if not tables:
+        return
+
+    def flow_ended(item: Any) -> None:
+        keeper.release(item.flow)
+        control.clear_stop(item.flow)
+
+    try:
+        spark = spark_session(conf, app_name=f"lakehouse-{pipeline}-{trigger.value}")
+        with StreamRunner(spark, Lake.from_settings(conf), spec) as runner:
+            if trigger is TriggerChoice.incremental:
+                runs = runner.run_incremental(tables)
+            else:
+                for sig in (signal.SIGTERM, signal.SIGINT):
+                    signal.signal(sig, lambda *_: stop.set())
+                log.info(
+                    "running %d flow(s) continuously; Ctrl-C, SIGTERM or `lakehouse stop %s` stops them",
+                    len(tables),
+                    pipeline,
+                )
+                runs = runner.run_continuous(
+                    tables,
+                    interval or conf.trigger_interval,
+                    should_stop=lambda name: stop.is_set() or control.stop_requested(name),
+                    fenced=lost.is_set,
+                    on_flow_end=flow_ended,
+                )
+    finally:
+        keeper.release()
+    if lost.is_set():
+        raise FlowFailed(f"{pipeline}: lost the lease on its flows; stopped to let the new owner run")
+    view = RichTable(title=f"{pipeline}: {trigger.value} run", title_justify="left")
+    for column in ("flow", "batches", "input rows", "late rows dropped", "duplicates dropped"):
+        view.add_column(column, justify="right" if column != "flow" else "left")
+    for item in runs:
+        view.add_row(
+            item.flow, str(item.batches), f"{item.input_rows:,}", str(item.dropped_late), str(item.duplicates)
+        )
+    console.print(view)
+
+
+def backfill(
+    pipeline: PipelineArgument,
+    start: Annotated[
+        datetime | None, typer.Option(formats=DATE_FORMATS, help="Slice start (UTC, inclusive).")
+    ] = None,
+    end: Annotated[
+        datetime | None, typer.Option(formats=DATE_FORMATS, help="Slice end (UTC, exclusive).")
+    ] = None,
+    flow: Annotated[
+        list[str] | None, typer.Option("--flow", "-f", help="Table to backfill (repeatable; default all).")
+    ] = None,
+    downstream: Annotated[bool, typer.Option(help="Also recompute the tables downstream of --flow.")] = False,
+    full_refresh: Annotated[bool, typer.Option(help="Rebuild whole tables instead of a slice.")] = False,
+) -> None:
+    """Recompute the event-time slice [start, end) with the same transforms; safe to re-run."""
+    if full_refresh and (start or end):
+        raise UserError("--full-refresh rebuilds whole tables; drop --start/--end, or drop --full-refresh")
+    if not full_refresh and not (start and end):
+        raise UserError(
+            "give --start and --end (UTC, e.g. --start 2026-01-01 --end 2026-01-02) or --full-refresh"
+        )
+    slice_ = Slice(utc(start), utc(end))
+    spec = load_pipeline(pipeline)
+    flow = split(flow)
+    spec.select(flow)  # unknown flow names fail before Spark starts
+    from lakehouse.batch import backfill as run_backfill  # deferred: Spark
+
+    conf = settings()
+    with FlowControl(conf.control_path, pipeline).backfill_lock():
+        spark = spark_session(conf, app_name=f"lakehouse-{pipeline}-backfill")
+        steps = run_backfill(spark, Lake.from_settings(conf), spec, slice_, flow, downstream=downstream)
+    view = RichTable(title=f"{pipeline}: backfill {slice_.label}", title_justify="left")
+    for column in ("table", "slice", "rows written", "seconds"):
+        view.add_column(column)
+    for step in steps:
+        view.add_row(step.table, step.slice.label, f"{step.rows_written:,}", f"{step.seconds:.1f}")
+    console.print(view)
+
+
+commands(app, run, backfill)

@@ -1,0 +1,219 @@
+"""The one place that commits to Delta: table creation, exactly-once commits, slice replacement,
+conflict retries.
+
+Two kinds of commit, two retry rules:
+
+- **Stream commits** (:func:`append_once`, :func:`once`) carry ``txnAppId`` = the query id
+  (stable across restarts from one checkpoint) and ``txnVersion`` = the batch id, so a batch
+  replayed after a crash is skipped by Delta instead of written twice. Re-running such a commit
+  after a conflict is safe, so they retry by themselves.
+- **Slice replacements** (:func:`replace`) are one attempt: re-saving the same rows after a
+  conflict could delete what a concurrent writer just committed. Their callers retry by
+  recomputing the rows from fresh inputs (``retry_on_conflict`` around compute-and-commit).
+
+(The platform's own small ``ops.*`` tables are appended Spark-free, with delta-rs, by
+``lakehouse.monitoring.ops_tables``; a stateful backfill's replay writes its scratch output with
+Delta's streaming sink.)
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, TypeVar
+
+from delta.tables import DeltaTable
+from pyspark.sql.types import StructField, StructType
+
+from lakehouse import storage
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator, Sequence
+    from datetime import datetime
+
+    from pyspark.sql import DataFrame, Row, SparkSession
+
+log = logging.getLogger("lakehouse.delta")
+T = TypeVar("T")
+
+CONFLICT_RETRIES = 8  # backoff 0.5 s, 1 s, ... : about 14 s of a busy concurrent writer
+_TXN_APP = "spark.databricks.delta.write.txnAppId"
+_TXN_VERSION = "spark.databricks.delta.write.txnVersion"
+_COMMIT_FILE = re.compile(r"\d{20}\.")
+
+
+def is_conflict(exc: BaseException) -> bool:
+    """A concurrent-modification conflict that the Delta protocol asks writers to retry
+    (pyspark wraps Delta's exceptions: match on the message)."""
+    text = str(exc)
+    return "Concurrent" in text or "DELTA_CONCURRENT" in text
+
+
+def retry_on_conflict(action: Callable[[], T], what: str) -> T:
+    """Run ``action`` (one or more commits), running it again on a Delta conflict."""
+    for attempt in range(1, CONFLICT_RETRIES + 1):
+        try:
+            return action()
+        except Exception as exc:
+            if attempt == CONFLICT_RETRIES or not is_conflict(exc):
+                raise
+            log.warning(
+                "%s: Delta conflict (attempt %d), retrying: %s", what, attempt, str(exc).splitlines()[0]
+            )
+            time.sleep(0.5 * attempt)
+    raise AssertionError("unreachable")
+
+
+def nullable(schema: StructType) -> StructType:
+    """``schema`` with every column nullable.
+
+    Spark derives nullability from the plan (a literal or a count is never null), so the stream
+    and the backfill of one table, or its first and a later writer, can disagree; Delta would
+    turn the first writer's accident into a NOT NULL constraint that the next writer violates.
+    """
+    return StructType([StructField(f.name, f.dataType, True, f.metadata) for f in schema.fields])
+
+
+def exists(spark: SparkSession, path: str) -> bool:
+    return bool(DeltaTable.isDeltaTable(spark, path))
+
+
+def ensure_table(
+    spark: SparkSession,
+    path: str,
+    schema: StructType,
+    *,
+    name: str,
+    comment: str = "",
+    partition_by: Sequence[str] = (),
+) -> None:
+    """Create the Delta table (schema, partitioning) if it does not exist yet.
+
+    Streams create their output before starting so that downstream streams can start too.
+    """
+    if exists(spark, path):
+        return
+    clear_uncommitted_log(spark, path)
+    builder = DeltaTable.createIfNotExists(spark).location(path).addColumns(nullable(schema))
+    if comment:
+        builder = builder.comment(comment)
+    if partition_by:
+        builder = builder.partitionedBy(*partition_by)
+    retry_on_conflict(builder.execute, f"create {name}")
+
+
+def clear_uncommitted_log(spark: SparkSession, path: str) -> None:
+    """Remove a ``_delta_log`` that holds no commit.
+
+    A driver killed while creating a table can leave the log directory without its first
+    commit; Delta then treats the path as a table that "doesn't exist" and refuses to create
+    it, so the restarted driver would die at start forever. No commit means no table.
+    """
+    log_dir = f"{path.rstrip('/')}/_delta_log"
+    entries = storage.names(spark, log_dir)
+    if not entries or any(_COMMIT_FILE.match(entry) for entry in entries):
+        return
+    log.warning("%s: removing a _delta_log without commits (a creation was interrupted): %s", path, entries)
+    storage.remove_tree(spark, log_dir)
+
+
+# --------------------------------------------------------------------------- stream commits
+
+
+def append_once(df: DataFrame, path: str, *, app_id: str, version: int, what: str) -> None:
+    """Append ``df`` exactly once per (``app_id``, ``version``): a replayed batch is skipped."""
+    writer = (
+        df.write.format("delta")
+        .mode("append")
+        .option("txnAppId", app_id)
+        .option("txnVersion", version)
+        .option("mergeSchema", "true")
+    )
+    retry_on_conflict(lambda: writer.save(path), what)
+
+
+@contextmanager
+def _transaction(spark: SparkSession, app_id: str, version: int) -> Iterator[None]:
+    """Every Delta commit of ``spark`` meanwhile carries the txn ids (MERGE takes no options).
+    ``spark`` is the query's own session, so the setting stays within this query."""
+    spark.conf.set(_TXN_APP, app_id)
+    spark.conf.set(_TXN_VERSION, str(version))
+    try:
+        yield
+    finally:
+        spark.conf.unset(_TXN_APP)
+        spark.conf.unset(_TXN_VERSION)
+
+
+def once(spark: SparkSession, commit: Callable[[], None], *, app_id: str, version: int, what: str) -> None:
+    """Run ``commit`` (e.g. a MERGE) exactly once per (``app_id``, ``version``), retrying conflicts."""
+    with _transaction(spark, app_id, version):
+        retry_on_conflict(commit, what)
+
+
+def merge(df: DataFrame, path: str, *, on: str, update: bool | str) -> None:
+    """MERGE ``df`` (alias ``s``) into the table (alias ``t``) ``on`` a condition: rows without a
+    match are inserted; matches are updated (``True``), updated where ``update`` holds (a SQL
+    condition), or left as they are (``False``). New columns evolve the schema."""
+    builder = DeltaTable.forPath(df.sparkSession, path).alias("t").merge(df.alias("s"), on)
+    if update is True:
+        builder = builder.whenMatchedUpdateAll()
+    elif update:
+        builder = builder.whenMatchedUpdateAll(condition=update)
+    builder.whenNotMatchedInsertAll().withSchemaEvolution().execute()
+
+
+# --------------------------------------------------------------------------- slice replacement
+
+
+def replace(df: DataFrame, path: str, condition: str | None) -> None:
+    """Replace the rows matching ``condition`` (all rows when ``None``) with ``df``: one attempt
+    (see the module doc for why it does not retry by itself)."""
+    writer = df.write.format("delta").mode("overwrite").option("mergeSchema", "true")
+    if condition is not None:
+        writer = writer.option("replaceWhere", condition)
+    writer.save(path)
+
+
+# --------------------------------------------------------------------------- table facts and upkeep
+
+
+def detail(spark: SparkSession, path: str) -> Row:
+    """``DESCRIBE DETAIL``: files, size, partitioning of the current snapshot."""
+    return DeltaTable.forPath(spark, path).detail().collect()[0]
+
+
+def commit_times(spark: SparkSession, path: str) -> dict[int, datetime]:
+    """When each retained version was committed."""
+    return {r.version: r.timestamp for r in DeltaTable.forPath(spark, path).history().collect()}
+
+
+def compact(spark: SparkSession, path: str, *, what: str) -> int:
+    """OPTIMIZE (bin-packing, ``dataChange=false``: streams reading the table skip it); returns
+    the number of files it replaced."""
+    metrics = retry_on_conflict(
+        lambda: DeltaTable.forPath(spark, path).optimize().executeCompaction().collect(), what
+    )
+    return int(metrics[0]["metrics"]["numFilesRemoved"]) if metrics else 0
+
+
+def vacuum(spark: SparkSession, path: str, retention_hours: float) -> None:
+    """VACUUM files no snapshot within ``retention_hours`` needs. The caller chose a safe
+    retention (``lakehouse.maintenance``); Delta's fixed 7-day check is lifted for this call."""
+    check = "spark.databricks.delta.retentionDurationCheck.enabled"
+    previous = spark.conf.get(check, "true")
+    spark.conf.set(check, "false")
+    try:
+        DeltaTable.forPath(spark, path).vacuum(retention_hours)
+    finally:
+        spark.conf.set(check, previous or "true")
+
+
+def rows_written(spark: SparkSession, path: str) -> int:
+    """Rows the table's last commit wrote, from Delta's operation metrics."""
+    metrics = DeltaTable.forPath(spark, path).history(1).collect()[0]["operationMetrics"] or {}
+    if "numOutputRows" in metrics:
+        return int(metrics["numOutputRows"])
+    return int(metrics.get("numTargetRowsInserted", 0)) + int(metrics.get("numTargetRowsUpdated", 0))

@@ -1,0 +1,83 @@
+"""The triggered runs' DAGs: ``<pipeline>_incremental`` (availableNow runs on a schedule) and
+``<pipeline>_backfill`` (event-time slices: the daily data interval, or chosen by hand).
+
+Both submit a ``lakehouse`` command as a Spark driver through the Spark connection.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import TYPE_CHECKING
+
+from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+from airflow.sdk import DAG, CronDataIntervalTimetable, Param
+
+from lakehouse.orchestration.dags.kit import (
+    doc,
+    flows_param,
+    pipeline_dag,
+    slice_bound,
+    table_asset,
+    tables_doc,
+    time_param,
+)
+from lakehouse.orchestration.submit import driver_spec
+
+if TYPE_CHECKING:
+    from lakehouse.config import Settings
+    from lakehouse.spec import Pipeline
+
+
+def incremental_dags(pipeline: Pipeline, conf: Settings) -> list[DAG]:
+    args = ["run", pipeline.name, "--trigger", "incremental", "--skip-if-running"]
+    args += ["--flow", "{{ params.flows | join(',') }}"]
+    spec = driver_spec(conf, f"lakehouse-{pipeline.name}-incremental", args)
+    with pipeline_dag(
+        pipeline, "incremental",
+        description=f"availableNow runs of every {pipeline.name} flow",
+        doc_md=doc("incremental", pipeline=pipeline, tables=tables_doc(pipeline)),
+        schedule=pipeline.incremental_schedule,
+        tags=("batch",),
+        task_args={"execution_timeout": timedelta(hours=1)},
+        params={"flows": flows_param(pipeline, "run")},
+    ) as dag:  # fmt: skip
+        SparkSubmitOperator(
+            task_id="run_incremental",
+            outlets=[table_asset(conf, t) for t in pipeline.table_names],
+            **spec.operator_kwargs(),
+        )
+    return [dag]
+
+
+def backfill_dags(pipeline: Pipeline, conf: Settings) -> list[DAG]:
+    args = [
+        "backfill", pipeline.name,
+        "--start", "{{ slice_bound(params.start, data_interval_start, 'start') }}",
+        "--end", "{{ slice_bound(params.end, data_interval_end, 'end') }}",
+        "--flow", "{{ params.flows | join(',') }}",
+        "{{ '--downstream' if params.downstream else '--no-downstream' }}",
+    ]  # fmt: skip
+    spec = driver_spec(conf, f"lakehouse-{pipeline.name}-backfill", args)
+    with pipeline_dag(
+        pipeline, "backfill",
+        description=f"Recompute event-time slices of {pipeline.name}",
+        doc_md=doc("backfill", pipeline=pipeline, tables=tables_doc(pipeline)),
+        schedule=CronDataIntervalTimetable(pipeline.backfill_schedule, timezone="UTC"),
+        tags=("batch", "backfill"),
+        task_args={"execution_timeout": timedelta(hours=2)},
+        user_defined_macros={"slice_bound": slice_bound},
+        params={
+            "start": time_param("Slice start, UTC, e.g. 2026-01-01 (default: the run's data interval start)."),
+            "end": time_param("Slice end, UTC, exclusive (default: the run's data interval end)."),
+            "flows": flows_param(pipeline, "backfill"),
+            "downstream": Param(
+                True, type="boolean", description="Also recompute the tables below the selected flows."
+            ),
+        },
+    ) as dag:  # fmt: skip
+        SparkSubmitOperator(
+            task_id="backfill",
+            outlets=[table_asset(conf, t) for t in pipeline.table_names],
+            **spec.operator_kwargs(),
+        )
+    return [dag]

@@ -1,0 +1,289 @@
+"""Services of the development platform: long-running processes started in their own process
+groups, recorded under a state directory, waited for until they serve, and stopped with
+everything they started (:class:`Platform`); and the services both ``make up`` and
+``make stack-up`` run (Airflow, the SQL server).
+
+A service's processes are its process group, its descendants, and whatever inherited its
+environment marker (detached drivers included), never a process older than the service.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import secrets
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import psutil
+
+from lakehouse.config import PROJECT_ROOT, Settings
+from lakehouse.orchestration.dags import build_all
+from lakehouse.processes import Proc
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+ADMIN = "admin"
+MARKER = "EMBEDDED_PLATFORM_SERVICE"
+BIN = Path(sys.executable).parent
+
+
+@dataclass(frozen=True)
+class Service:
+    """A long-running process of the platform.
+
+    ``command`` builds its argv; ``ready`` returns ``None`` once it serves, else what it is
+    waiting for; ``banner`` is its line in what ``up`` prints.
+    """
+
+    name: str
+    command: Callable[[Platform], list[str]]
+    ready: Callable[[Platform], str | None] = lambda platform: None
+    banner: Callable[[Platform], str] | None = None
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def port_in_use(port: int) -> bool:
+    with socket.socket() as sock:
+        sock.settimeout(1)
+        return sock.connect_ex(("127.0.0.1", port)) == 0
+
+
+@dataclass(frozen=True)
+class Platform:
+    conf: Settings
+
+    @property
+    def dir(self) -> Path:
+        return self.conf.platform_dir
+
+    @property
+    def airflow_home(self) -> Path:
+        return self.dir / "airflow"
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.conf.airflow_port}"
+
+    def state_file(self, name: str) -> Path:
+        return self.dir / "run" / f"{name}.json"
+
+    def log_file(self, name: str) -> Path:
+        return self.dir / "logs" / f"{name}.log"
+
+    def password(self) -> str:
+        """The admin password: generated on first ``up``, kept in the platform directory."""
+        path = self.dir / "passwords.json"
+        if not path.exists():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(json.dumps({ADMIN: secrets.token_urlsafe(12)}))
+            path.chmod(0o600)
+        return json.loads(path.read_text())[ADMIN]
+
+    def ports(self, fresh: bool = False) -> dict[str, int]:
+        """Internal ports (Airflow's log servers): free ones picked at ``up``, then kept."""
+        path = self.dir / "run" / "ports.json"
+        if fresh or not path.exists():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(json.dumps({"worker_logs": free_port(), "trigger_logs": free_port()}))
+        return json.loads(path.read_text())
+
+    def env(self) -> dict[str, str]:
+        """Environment of every platform process (Airflow's whole configuration lives here)."""
+        port, ports = self.conf.airflow_port, self.ports()
+        env = {
+            "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "False",
+            "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps({"conn_type": "spark", "host": "local[*]"}),
+            **os.environ,
+            **self.conf.to_env(),
+            "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', os.defpath)}",
+            "AIRFLOW_HOME": str(self.airflow_home),
+            "AIRFLOW__CORE__DAGS_FOLDER": str(PROJECT_ROOT / "dags"),
+            "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+            "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
+            "AIRFLOW__CORE__PARALLELISM": "4",
+            # SQLite serializes writers: on a busy small machine the execution API answers slowly
+            "AIRFLOW__WORKERS__EXECUTION_API_TIMEOUT": "60",
+            "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": f"{ADMIN}:admin",
+            "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(self.dir / "passwords.json"),
+            "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"http://127.0.0.1:{port}/execution/",
+            "AIRFLOW__API__HOST": "127.0.0.1",
+            "AIRFLOW__API__PORT": str(port),
+            "AIRFLOW__API__BASE_URL": self.url,
+            "AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT": str(ports["worker_logs"]),
+            "AIRFLOW__LOGGING__TRIGGER_LOG_SERVER_PORT": str(ports["trigger_logs"]),
+            "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "30",
+            "PYTHONUNBUFFERED": "1",
+        }
+        return env
+
+    # ------------------------------------------------------------------ processes
+    def running(self, name: str) -> Proc | None:
+        """The service's process group leader, if it still runs (checked by pid and start time)."""
+        try:
+            state = json.loads(self.state_file(name).read_text())
+        except (FileNotFoundError, ValueError):
+            return None
+        leader = Proc(state["pid"], state["start"])
+        return leader if leader.alive() else None
+
+    def marker(self, name: str) -> str:
+        """Value of :data:`MARKER` in the environment of the service and everything it starts."""
+        return f"{name}@{self.dir}"
+
+    def processes(self, name: str) -> list[int]:
+        """Pids of the live processes the service started: its process group, its descendants,
+        and whatever inherited its environment marker (orphans, Airflow task processes in their
+        own groups); never anything older than the service."""
+
+        try:
+            state = json.loads(self.state_file(name).read_text())
+        except (FileNotFoundError, ValueError):
+            return []
+        leader, since, marker = state["pid"], state["start"] - 1, self.marker(name)
+        found: set[int] = set()
+        with contextlib.suppress(psutil.Error):
+            found.update(child.pid for child in psutil.Process(leader).children(recursive=True))
+        for process in psutil.process_iter(["pid", "create_time", "status"]):
+            try:
+                if process.info["create_time"] < since or process.info["status"] == psutil.STATUS_ZOMBIE:
+                    found.discard(process.pid)
+                elif os.getpgid(process.pid) == leader or process.environ().get(MARKER) == marker:
+                    found.add(process.pid)
+            except (ProcessLookupError, psutil.Error):
+                continue
+        return sorted(pid for pid in found if psutil.pid_exists(pid))
+
+    def start(self, service: Service) -> None:
+        if leader := self.running(service.name):
+            print(f"  {service.name}: already running (pid {leader.pid})")
+            return
+        for path in (self.state_file(service.name), self.log_file(service.name)):
+            path.parent.mkdir(parents=True, exist_ok=True)
+        command = service.command(self)
+        env = {**self.env(), MARKER: self.marker(service.name)}
+        with open(self.log_file(service.name), "ab") as out:
+            process = subprocess.Popen(
+                command, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                env=env, cwd=PROJECT_ROOT, start_new_session=True,
+            )  # fmt: skip
+        started = Proc.of(process.pid)
+        state = {"pid": process.pid, "start": started.start if started else time.time(), "command": command}
+        self.state_file(service.name).write_text(json.dumps(state))
+        print(f"  {service.name}: started (pid {process.pid}, log {self.log_file(service.name)})")
+
+    def stop(self, name: str, timeout: float = 60) -> None:
+        """SIGTERM the service's process group (Airflow shuts its components down), then
+        SIGKILL whatever it started that is still alive after ``timeout``."""
+        tracked = {pid: proc for pid in self.processes(name) if (proc := Proc.of(pid))}
+        if tracked:
+            leader = json.loads(self.state_file(name).read_text())["pid"]
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(leader, signal.SIGTERM)
+            deadline = time.monotonic() + timeout
+            while time.monotonic() < deadline:
+                tracked.update({pid: proc for pid in self.processes(name) if (proc := Proc.of(pid))})
+                if not any(proc.alive() for proc in tracked.values()):
+                    break
+                time.sleep(0.5)
+            leftover = [proc.pid for proc in tracked.values() if proc.alive()]
+            self._signal(leftover, signal.SIGKILL)
+            print(f"  {name}: stopped ({len(tracked)} process(es), {len(leftover)} killed)")
+        self.state_file(name).unlink(missing_ok=True)
+
+    @staticmethod
+    def _signal(pids: list[int], sig: signal.Signals) -> None:
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, sig)
+
+    # ------------------------------------------------------------------ Airflow's REST API
+    def api(self, method: str, path: str, body: object = None, token: str | None = None) -> object:
+        """Call Airflow's REST API v2 as the admin user; the parsed JSON answer."""
+        headers = {"Content-Type": "application/json"}
+        if path != "/auth/token":
+            headers["Authorization"] = f"Bearer {token or self.token()}"
+        data = json.dumps(body).encode() if body is not None else None
+        request = urllib.request.Request(f"{self.url}{path}", data=data, headers=headers, method=method)
+        with urllib.request.urlopen(request, timeout=30) as answer:
+            return json.load(answer)
+
+    def token(self) -> str:
+        answer = self.api("POST", "/auth/token", {"username": ADMIN, "password": self.password()})
+        return str(answer["access_token"])  # type: ignore[index]
+
+
+# --------------------------------------------------------------------------- services
+
+
+def airflow_ready(platform: Platform) -> str | None:
+    """Every Airflow component healthy and every generated DAG parsed."""
+
+    try:
+        health = platform.api("GET", "/api/v2/monitor/health")
+        states = {k: v.get("status") for k, v in health.items()}  # type: ignore[union-attr]
+        if not all(state == "healthy" for state in states.values()):
+            return f"components {states}"
+        found = {d["dag_id"] for d in platform.api("GET", "/api/v2/dags?limit=1000")["dags"]}  # type: ignore[index]
+        missing = set(build_all(platform.conf)) - found
+        return f"DAGs not parsed yet: {', '.join(sorted(missing))}" if missing else None
+    except (urllib.error.URLError, OSError, ValueError) as exc:
+        return f"no answer from {platform.url} ({exc})"
+
+
+def airflow_banner(platform: Platform) -> str:
+    return (
+        f"Airflow UI   {platform.url}   login: {ADMIN} / {platform.password()}\n"
+        f"  Data Docs    {platform.url}/quality-docs/   (Great Expectations; built by the *_quality DAGs)"
+    )
+
+
+def sql_server_ready(platform: Platform) -> str | None:
+    """The JDBC/Thrift port of ``lakehouse serve`` accepts connections."""
+    port = platform.conf.serve_port
+    return None if port_in_use(port) else f"JDBC port {port} not open yet"
+
+
+def sql_server_banner(platform: Platform) -> str:
+    conf = platform.conf
+    return (
+        f"SQL (JDBC)   jdbc:hive2://{conf.serve_host}:{conf.serve_port}/default   "
+        "(`lakehouse sql --server`, beeline, any Hive JDBC client)"
+    )
+
+
+def wait_ready(platform: Platform, services: list[Service], timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    for service in services:
+        while (waiting := service.ready(platform)) is not None:
+            if platform.running(service.name) is None:
+                raise RuntimeError(f"{service.name} exited; see {platform.log_file(service.name)}")
+            if time.monotonic() > deadline:
+                raise TimeoutError(
+                    f"{service.name} not ready after {timeout:.0f} s ({waiting}); "
+                    f"see {platform.log_file(service.name)}"
+                )
+            time.sleep(2)
+
+
+def report(platform: Platform, services: list[Service]) -> int:
+    """Print each service's state; 0 when all of them run."""
+    for service in services:
+        leader = platform.running(service.name)
+        print(f"  {service.name}: {f'running (pid {leader.pid})' if leader else 'stopped'}")
+    return 0 if all(platform.running(s.name) for s in services) else 1

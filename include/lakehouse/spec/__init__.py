@@ -1,0 +1,50 @@
+"""The pipeline declaration API: tables, their sources and upstreams, and how they are written.
+
+A pipeline is declared once, in plain Python with no Spark import, so that Airflow can read it
+at DAG-parse time. Transforms are named by reference (``"transforms:clean_events"``, relative
+to the pipeline's package) and resolved only by the runners, which import pyspark.
+
+Everything is validated when the objects are built: a mistake is reported on load with what is
+wrong, where, and how to fix it, never halfway through a stream.
+
+=================  =====================================================================
+``sources``        ``JsonFiles``, ``KafkaTopic`` (bronze), ``Lookup`` (reference data)
+``modes``          ``Append``, ``Upsert``, ``Aggregate`` (+ ``Window``): how a table is written
+``table``          ``Table``, ``Upstream``, ``State``
+``pipeline``       ``Pipeline``: the graph of tables, checked as a whole
+``expectations``   ``gxe``: Great Expectations declared by name (also ``lakehouse.quality.gxe``)
+``durations``      ``SpecError`` and the ``"10 minutes"`` duration syntax
+=================  =====================================================================
+"""
+
+from lakehouse.spec.durations import SpecError, parse_duration
+from lakehouse.spec.expectations import Expectation, gxe
+from lakehouse.spec.modes import Aggregate, Append, Upsert, Window, WriteMode
+from lakehouse.spec.pipeline import Pipeline
+from lakehouse.spec.sources import Column, JsonFiles, KafkaTopic, Lookup, Source, ddl_columns
+from lakehouse.spec.table import LAYERS, State, Table, TransformRef, Upstream, quarantine_name
+
+__all__ = [
+    "LAYERS",
+    "Aggregate",
+    "Append",
+    "Column",
+    "Expectation",
+    "JsonFiles",
+    "KafkaTopic",
+    "Lookup",
+    "Pipeline",
+    "Source",
+    "SpecError",
+    "State",
+    "Table",
+    "TransformRef",
+    "Upsert",
+    "Upstream",
+    "Window",
+    "WriteMode",
+    "ddl_columns",
+    "gxe",
+    "parse_duration",
+    "quarantine_name",
+]

@@ -1,0 +1,185 @@
+"""A pipeline: a named graph of tables, its lookups and its operational defaults."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from attrs import evolve, field, frozen
+
+from lakehouse.spec.durations import NAME, SpecError, parse_duration
+from lakehouse.spec.modes import Aggregate
+from lakehouse.spec.sources import KafkaTopic, Lookup, Source
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+    from lakehouse.spec.table import Table
+
+
+@frozen
+class Pipeline:
+    """A named set of tables forming a DAG, plus its lookups and operational defaults."""
+
+    name: str
+    tables: tuple[Table, ...] = field(converter=tuple)
+    lookups: tuple[Lookup, ...] = field(default=(), converter=tuple)
+    description: str = ""
+    owner: str = "data-engineering"
+    generator: str | None = None
+    incremental_schedule: str = "*/15 * * * *"
+    backfill_schedule: str = "@daily"
+    monitor_interval: str = "2 minutes"
+    start_date: str = "2026-01-01"
+    restart_budget: int = 3
+    package: str | None = None
+
+    def __attrs_post_init__(self) -> None:
+        if not NAME.match(self.name):
+            raise SpecError(f"pipeline name {self.name!r} must be lower_snake_case")
+        parse_duration(self.monitor_interval, f"pipeline {self.name!r} monitor_interval")
+        self._check_graph()
+
+    def with_package(self, package: str) -> Pipeline:
+        return evolve(self, package=package)
+
+    def configured(self, ingest: str, kafka_servers: str | None = None) -> Pipeline:
+        """This pipeline as one deployment runs it: each bronze table reads its ``ingest`` kind of
+        source (``files`` or ``kafka``) when it declares one, else its default, and Kafka sources
+        without their own brokers use ``kafka_servers``. Declarations stay deployment-free."""
+
+        def choose(table: Table) -> Table:
+            if not table.sources:
+                return table
+            chosen = next((s for s in table.sources if s.kind == ingest), table.sources[0])
+            if isinstance(chosen, KafkaTopic) and chosen.bootstrap_servers is None and kafka_servers:
+                chosen = evolve(chosen, bootstrap_servers=kafka_servers)
+            others: tuple[Source, ...] = tuple(s for s in table.sources if s.kind != chosen.kind)
+            return evolve(table, source=(chosen, *others))
+
+        return evolve(self, tables=tuple(choose(t) for t in self.tables))
+
+    # -- lookups ------------------------------------------------------------------
+    def table(self, name: str) -> Table:
+        for table in self.tables:
+            if table.name == name:
+                return table
+        raise SpecError(
+            f"pipeline {self.name!r} has no table {name!r}; its tables are: "
+            f"{', '.join(t.name for t in self.tables)}"
+        )
+
+    def lookup(self, name: str) -> Lookup:
+        for lookup in self.lookups:
+            if lookup.name == name:
+                return lookup
+        raise SpecError(f"pipeline {self.name!r} has no lookup {name!r}")
+
+    @property
+    def table_names(self) -> tuple[str, ...]:
+        return tuple(t.name for t in self.tables)
+
+    def ordered(self) -> tuple[Table, ...]:
+        """Tables in dependency order (upstreams first), stable within a level."""
+        done: list[str] = []
+        pending = list(self.tables)
+        while pending:
+            ready = [t for t in pending if all(u in done for u in t.upstream_names)]
+            done.extend(t.name for t in ready)
+            pending = [t for t in pending if t not in ready]
+        return tuple(self.table(n) for n in done)
+
+    def downstream(self, name: str) -> tuple[Table, ...]:
+        """Tables that read ``name`` directly or transitively, in dependency order."""
+        reached = {name}
+        for table in self.ordered():
+            if reached.intersection(table.upstream_names):
+                reached.add(table.name)
+        return tuple(t for t in self.ordered() if t.name in reached and t.name != name)
+
+    def select(self, names: Iterable[str] | None) -> tuple[Table, ...]:
+        """The named tables (all if none) in dependency order; unknown names fail clearly."""
+        if not names:
+            return self.ordered()
+        wanted = {self.table(n).name for n in names}
+        return tuple(t for t in self.ordered() if t.name in wanted)
+
+    def checked_tables(self) -> tuple[Table, ...]:
+        """Tables with something to check at rest (expectations or checks), in dependency order."""
+        return tuple(t for t in self.ordered() if t.checks or t.expectations)
+
+    # -- validation ----------------------------------------------------------------
+    def _check_graph(self) -> None:
+        seen: set[str] = set()
+        for table in self.tables:
+            if table.name in seen:
+                raise SpecError(
+                    f"pipeline {self.name!r} declares table {table.name!r} twice; table names must be unique"
+                )
+            seen.add(table.name)
+        lookups = {lk.name for lk in self.lookups}
+        if len(lookups) != len(self.lookups):
+            raise SpecError(f"pipeline {self.name!r} declares a lookup twice")
+        for table in self.tables:
+            for up in table.upstream_names:
+                if up not in seen:
+                    raise SpecError(
+                        f"table {table.name!r} reads upstream {up!r}, which pipeline "
+                        f"{self.name!r} does not declare (declared: {', '.join(sorted(seen))})"
+                    )
+            for lookup in table.lookups:
+                if lookup not in lookups:
+                    raise SpecError(
+                        f"table {table.name!r} uses lookup {lookup!r}, which pipeline "
+                        f"{self.name!r} does not declare; add Lookup({lookup!r}, schema=...)"
+                    )
+        cycle = self._find_cycle()
+        if cycle:
+            raise SpecError(
+                f"pipeline {self.name!r} has a cycle: {' -> '.join(cycle)}; "
+                "a table cannot (transitively) read itself"
+            )
+        by_name = {t.name: t for t in self.tables}
+        for table in self.tables:
+            for up in table.upstreams:
+                upstream = by_name[up.table]
+                if (up.lookback or up.lookahead) and not upstream.event_time:
+                    raise SpecError(
+                        f"table {table.name!r} reads upstream {upstream.name!r} with a lookback or "
+                        "lookahead, which is measured on event time; declare event_time= on it"
+                    )
+                if table.watermark_for(up) and not upstream.event_time:
+                    raise SpecError(
+                        f"table {table.name!r} sets a watermark on upstream {upstream.name!r}, "
+                        "which declares no event_time column; declare event_time= on it"
+                    )
+                if isinstance(table.write, Aggregate) and not (
+                    upstream.event_time and table.watermark_for(up)
+                ):
+                    raise SpecError(
+                        f"table {table.name!r} is a windowed aggregate, so upstream "
+                        f"{upstream.name!r} needs an event_time column and a watermark to bound "
+                        "the aggregate's state; declare event_time= on the upstream and "
+                        f"watermark= on {table.name!r}"
+                    )
+
+    def _find_cycle(self) -> list[str] | None:
+        graph = {t.name: list(t.upstream_names) for t in self.tables}
+        state: dict[str, int] = {}
+        path: list[str] = []
+
+        def visit(node: str) -> list[str] | None:
+            state[node] = 1
+            path.append(node)
+            for up in graph[node]:
+                if state.get(up) == 1:
+                    return [*path[path.index(up) :], up]
+                if up not in state and (found := visit(up)):
+                    return found
+            state[node] = 2
+            path.pop()
+            return None
+
+        for node in graph:
+            if node not in state and (found := visit(node)):
+                return found
+        return None

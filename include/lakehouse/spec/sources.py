@@ -1,0 +1,155 @@
+"""Where bronze rows come from (landing files, Kafka topics) and static reference data (lookups)."""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING, ClassVar, Literal
+
+from attrs import field, frozen
+
+from lakehouse.spec.durations import NAME, SpecError
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
+
+IngestKind = Literal["files", "kafka"]
+
+
+def names(value: str | Sequence[str]) -> tuple[str, ...]:
+    """Converter of name lists: one name or several, stored as a tuple."""
+    return (value,) if isinstance(value, str) else tuple(value)
+
+
+@frozen
+class Column:
+    name: str
+    type: str
+    required: bool
+
+
+def ddl_columns(ddl: str) -> tuple[Column, ...]:
+    """Top-level columns of a Spark DDL schema string (``NOT NULL`` marks a required field)."""
+    parts, depth, current = [], 0, []
+    for char in ddl:
+        depth += char in "<("
+        depth -= char in ">)"
+        if char == "," and depth == 0:
+            parts.append("".join(current))
+            current = []
+        else:
+            current.append(char)
+    parts.append("".join(current))
+    columns = []
+    for part in (p.strip() for p in parts):
+        if not part:
+            continue
+        tokens = part.split(None, 1)
+        if len(tokens) != 2:
+            raise SpecError(f"schema column {part!r} needs a name and a type, e.g. 'signal DOUBLE'")
+        name, rest = tokens[0].strip("`"), tokens[1].strip()
+        required = bool(re.search(r"\bNOT\s+NULL\s*$", rest, re.IGNORECASE))
+        type_ = re.sub(r"\s+NOT\s+NULL\s*$", "", rest, flags=re.IGNORECASE)
+        columns.append(Column(name, type_, required))
+    return tuple(columns)
+
+
+@frozen
+class JsonFiles:
+    """Bronze source: JSON-lines files dropped in ``<root>/landing/<pipeline>/<path>/``.
+
+    ``schema`` is a Spark DDL string; ``NOT NULL`` fields are required, and a line missing one,
+    with a value of the wrong type, or that is not JSON, lands in bronze with a parse error.
+    """
+
+    kind: ClassVar[IngestKind] = "files"
+    schema: str
+    path: str | None = None
+    max_files_per_trigger: int = 100
+
+    def __attrs_post_init__(self) -> None:
+        if not ddl_columns(self.schema):
+            raise SpecError("JsonFiles.schema is empty; give a DDL string like 'id STRING NOT NULL'")
+
+    @property
+    def columns(self) -> tuple[Column, ...]:
+        return ddl_columns(self.schema)
+
+
+@frozen
+class KafkaTopic:
+    """Bronze source: JSON documents in the values of Kafka topic(s), read with Spark's
+    Structured Streaming Kafka source.
+
+    Bronze keeps each record's Kafka coordinates (``_kafka_key``, ``_kafka_value``,
+    ``_kafka_topic``, ``_kafka_partition``, ``_kafka_offset``, ``_kafka_timestamp``) next to the
+    parsed ``schema`` columns (parsed like :class:`JsonFiles` lines: a bad value stays in bronze
+    with ``_parse_error``). Offsets live in the flow's checkpoint and every micro-batch is
+    committed once (txnAppId/txnVersion), so a crash never loses or duplicates a record.
+
+    - ``topics``: one or more topic names.
+    - ``starting_offsets``: where a new checkpoint starts: ``earliest``, ``latest``, or Spark's
+      JSON per-partition form. A running flow resumes from its checkpoint, whatever this says.
+    - ``max_offsets_per_trigger``: at most this many records per micro-batch (all topics).
+    - ``bootstrap_servers``: default ``LAKEHOUSE_KAFKA_BOOTSTRAP_SERVERS`` (deployment, not
+      declaration, see :meth:`Pipeline.configured`); ``options``: more ``kafka.*`` consumer
+      options (security, ...).
+    """
+
+    kind: ClassVar[IngestKind] = "kafka"
+    schema: str
+    topics: tuple[str, ...] = field(converter=names)
+    starting_offsets: str = "earliest"
+    max_offsets_per_trigger: int | None = 10000
+    bootstrap_servers: str | None = None
+    options: Mapping[str, str] = field(factory=dict)
+
+    def __attrs_post_init__(self) -> None:
+        if not ddl_columns(self.schema):
+            raise SpecError("KafkaTopic.schema is empty; give a DDL string like 'id STRING NOT NULL'")
+        if not self.topics or not all(re.match(r"^[A-Za-z0-9._-]+$", t) for t in self.topics):
+            raise SpecError(
+                f"KafkaTopic.topics {list(self.topics)!r}: give one or more topic names "
+                "(letters, digits, '.', '_', '-')"
+            )
+        if self.max_offsets_per_trigger is not None and self.max_offsets_per_trigger < 1:
+            raise SpecError("KafkaTopic.max_offsets_per_trigger must be a positive number of records")
+        for key in self.options:
+            if not key.startswith("kafka."):
+                raise SpecError(f"KafkaTopic.options key {key!r}: Kafka client options start with 'kafka.'")
+
+    @property
+    def columns(self) -> tuple[Column, ...]:
+        return ddl_columns(self.schema)
+
+
+Source = JsonFiles | KafkaTopic
+
+
+def sources(value: Source | Sequence[Source] | None) -> tuple[Source, ...]:
+    """Converter of ``Table(source=...)``: one source, or alternatives (the first is the default)."""
+    if value is None:
+        return ()
+    return (value,) if isinstance(value, (JsonFiles, KafkaTopic)) else tuple(value)
+
+
+@frozen
+class Lookup:
+    """Static reference data joined to streams (stream-static join), read fresh by every run.
+
+    Lives in ``<root>/reference/<pipeline>/<path>`` (default ``<name>.csv``).
+    """
+
+    name: str
+    schema: str
+    format: Literal["csv", "json", "parquet", "delta"] = "csv"
+    path: str | None = None
+    options: Mapping[str, str] = field(factory=lambda: {"header": "true"})
+
+    def __attrs_post_init__(self) -> None:
+        if not NAME.match(self.name):
+            raise SpecError(f"lookup name {self.name!r} must be lower_snake_case")
+        ddl_columns(self.schema)
+
+    @property
+    def file(self) -> str:
+        return self.path or f"{self.name}.{self.format}"

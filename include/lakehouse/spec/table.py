@@ -1,0 +1,261 @@
+"""One Delta table and the flow that produces it."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from attrs import field, frozen
+
+from lakehouse.spec.durations import NAME, SpecError, optional_duration, parse_duration
+from lakehouse.spec.expectations import Expectation, problems
+from lakehouse.spec.modes import Aggregate, Append, OutputMode, Upsert, WriteMode
+from lakehouse.spec.sources import Source, names, sources
+
+if TYPE_CHECKING:
+    from datetime import timedelta
+
+LAYERS: tuple[str, ...] = ("bronze", "silver", "gold")
+QUARANTINE_LAYER = "quarantine"
+TransformRef = str | Callable[..., Any]
+
+
+def quarantine_name(table: str) -> str:
+    """``silver.device_events`` -> ``quarantine.silver_device_events`` (its Delta table name)."""
+    return f"{QUARANTINE_LAYER}.{table.replace('.', '_', 1)}"
+
+
+@frozen
+class Upstream:
+    """An upstream table read as a stream, with its own watermark delay if it differs.
+
+    ``lookback`` / ``lookahead``: how far before / after an output row's event time the rows of
+    this upstream that row depends on can lie. A time-range join declares them: clicks count up
+    to 1 hour after their impression, so a table of impressions with their clicks reads clicks
+    with ``lookahead="1 hour"``. Backfills of ``[start, end)`` read this upstream over
+    ``[start - lookback, end + lookahead)``; a change to it reaches the same distance downstream.
+    """
+
+    table: str
+    watermark: str | None = None
+    lookback: str | None = None
+    lookahead: str | None = None
+
+    @property
+    def lookback_delta(self) -> timedelta:
+        return optional_duration(self.lookback, "Upstream.lookback")
+
+    @property
+    def lookahead_delta(self) -> timedelta:
+        return optional_duration(self.lookahead, "Upstream.lookahead")
+
+
+def upstreams(value: Sequence[str | Upstream]) -> tuple[Upstream, ...]:
+    """Converter of ``Table(upstreams=...)``: table names or :class:`Upstream` declarations."""
+    return tuple(u if isinstance(u, Upstream) else Upstream(u) for u in value)
+
+
+@frozen
+class State:
+    """The transform keeps its own per-key state with event-time timers (e.g. sessions that close
+    after 30 minutes without action, with ``transformWithStateInPandas``).
+
+    Such rows depend on the key's history and some appear only when the watermark passes a timer,
+    which a batch query never does: backfills of these flows replay their inputs as a bounded
+    stream (see ``lakehouse.batch``), the transform still written once.
+
+    - ``timeout``: the longest event-time delay of a timer after the input that set it; a
+      backfill reads this much (plus the watermark delay) past its slice so all timers fire.
+    - ``history``: how far back a key's state reaches; backfills read that much before their
+      slice. ``None`` (default): state can reach back indefinitely, so backfills replay each
+      upstream from its beginning (exact, costlier).
+    """
+
+    timeout: str
+    history: str | None = None
+
+    def __attrs_post_init__(self) -> None:  # a mistake shows on declaration, not in a backfill
+        parse_duration(self.timeout, "State.timeout")
+        if self.history:
+            parse_duration(self.history, "State.history")
+
+    @property
+    def timeout_delta(self) -> timedelta:
+        return parse_duration(self.timeout, "State.timeout")
+
+    @property
+    def history_delta(self) -> timedelta | None:
+        return parse_duration(self.history, "State.history") if self.history else None
+
+
+@frozen
+class Table:
+    """One Delta table and the flow that produces it.
+
+    - ``name``: ``"<layer>.<table>"``, unique across all pipelines (``silver.device_events``).
+    - ``source`` (bronze) or ``upstreams`` (silver, gold): where rows come from. A bronze table
+      may name alternative sources (``[JsonFiles(...), KafkaTopic(...)]``, the first is the
+      default); the deployment picks one (``LAKEHOUSE_INGEST``, see ``Pipeline.configured``).
+    - ``transform``: pure ``(*upstreams, *lookups) -> DataFrame``, as ``"module:function"``
+      relative to the pipeline package, or a callable.
+    - ``event_time``: output timestamp column; backfills slice the table on it.
+    - ``watermark``: how late upstream rows may arrive (applied to each upstream's event_time).
+    - ``write``: :class:`Append` (default), :class:`Upsert` or :class:`Aggregate`
+      (see ``lakehouse.spec.modes``).
+    - ``state``: the transform keeps per-key state with event-time timers (:class:`State`).
+    - ``expectations``: GX expectations every written row must meet, each with an action
+      (``warn`` / ``drop`` to quarantine / ``fail``); ``checks``: GX expectations on the whole
+      table, run by Airflow after updates (see ``lakehouse.quality``).
+    """
+
+    name: str
+    transform: TransformRef | None = None
+    sources: tuple[Source, ...] = field(default=(), converter=sources, alias="source")
+    upstreams: tuple[Upstream, ...] = field(default=(), converter=upstreams)
+    lookups: tuple[str, ...] = field(default=(), converter=names)
+    event_time: str | None = None
+    watermark: str | None = None
+    write: WriteMode = field(factory=Append)
+    state: State | None = None
+    partition_by: tuple[str, ...] = field(default=(), converter=names)
+    description: str = ""
+    freshness: str = "15 minutes"
+    expectations: tuple[Expectation, ...] = field(default=(), converter=tuple)
+    checks: tuple[Expectation, ...] = field(default=(), converter=tuple)
+
+    def __attrs_post_init__(self) -> None:
+        self._check()
+
+    # -- derived -------------------------------------------------------------------
+    @property
+    def layer(self) -> str:
+        return self.name.split(".", 1)[0]
+
+    @property
+    def short_name(self) -> str:
+        return self.name.split(".", 1)[1]
+
+    @property
+    def quarantine(self) -> str:
+        """The name of the table holding this table's rows that failed an expectation."""
+        return quarantine_name(self.name)
+
+    @property
+    def source(self) -> Source | None:
+        """The source bronze reads: the first alternative (the one the deployment chose)."""
+        return self.sources[0] if self.sources else None
+
+    @property
+    def upstream_names(self) -> tuple[str, ...]:
+        return tuple(u.table for u in self.upstreams)
+
+    @property
+    def keys(self) -> tuple[str, ...]:
+        """The key: deduplication key (append), merge key (upsert), window start + groups."""
+        if isinstance(self.write, Aggregate):
+            return (self.event_time or "", *self.write.group_by)
+        return self.write.keys
+
+    @property
+    def output_mode(self) -> OutputMode:
+        """Structured Streaming output mode: aggregates emit updated rows, the rest appends."""
+        return self.write.output_mode
+
+    @property
+    def dedupes(self) -> bool:
+        """Append tables with a key are deduplicated on it (within the watermark in streams)."""
+        return isinstance(self.write, Append) and bool(self.write.keys) and not self.sources
+
+    def watermark_for(self, upstream: Upstream) -> str | None:
+        return upstream.watermark or self.watermark
+
+    # -- validation ----------------------------------------------------------------
+    def _fail(self, problem: str) -> SpecError:
+        return SpecError(f"table {self.name!r}: {problem}")
+
+    def _check(self) -> None:
+        parts = self.name.split(".")
+        if len(parts) != 2 or parts[0] not in LAYERS or not NAME.match(parts[1]):
+            raise SpecError(
+                f"table name {self.name!r} must be '<layer>.<name>' with layer one of "
+                f"{', '.join(LAYERS)} and a lower_snake_case name, e.g. 'silver.device_events'"
+            )
+        if not isinstance(self.write, (Append, Upsert, Aggregate)):
+            raise self._fail(
+                f"write={self.write!r} is not a write mode: declare Append(), Append(keys=[...]), "
+                "Upsert(keys=[...], sequence_by=[...]) or Aggregate(Window(...), group_by=[...]) "
+                "(from lakehouse.spec)"
+            )
+        self._check_origin()
+        if self.watermark:
+            parse_duration(self.watermark, f"table {self.name!r} watermark")
+        for up in self.upstreams:
+            for name in ("watermark", "lookback", "lookahead"):
+                if getattr(up, name):
+                    parse_duration(getattr(up, name), f"table {self.name!r} upstream {up.table!r} {name}")
+        parse_duration(self.freshness, f"table {self.name!r} freshness")
+        if isinstance(self.write, Aggregate) and not self.event_time:
+            raise self._fail(
+                "Aggregate needs an event-time column: set event_time= to the window-start column "
+                "of the output (backfills slice on it)"
+            )
+        if self.state is not None:
+            self._check_state()
+        if self.dedupes:
+            for up in self.upstreams:
+                if not self.watermark_for(up):
+                    raise self._fail(
+                        f"deduplicates on keys {list(self.keys)}, which needs a watermark to bound "
+                        "its state; set watermark='10 minutes' or similar"
+                    )
+        for problem in problems(self.expectations, self.checks, aggregate=isinstance(self.write, Aggregate)):
+            raise self._fail(problem)
+
+    def _check_origin(self) -> None:
+        if not self.sources and not self.upstreams:
+            raise self._fail("declares neither a source (bronze ingestion) nor upstreams")
+        if self.sources and self.upstreams:
+            raise self._fail("declares both a source and upstreams; a table has one origin")
+        if not self.sources and self.transform is None:
+            raise self._fail("reads upstreams but declares no transform")
+        if not self.sources:
+            return
+        kinds = [s.kind for s in self.sources]
+        if len(set(kinds)) != len(kinds):
+            raise self._fail(f"declares two sources of one kind ({', '.join(kinds)}); name one per kind")
+        columns = [tuple((c.name, c.type.upper()) for c in s.columns) for s in self.sources]
+        if len(set(columns)) > 1:
+            raise self._fail(
+                "its alternative sources declare different schemas; alternatives must give the same "
+                "columns so that downstream tables do not depend on the deployment"
+            )
+        declared = [c.name for c in self.sources[0].columns]
+        if self.event_time and self.event_time not in declared:
+            raise self._fail(
+                f"event_time {self.event_time!r} is not a column of the source schema ({', '.join(declared)})"
+            )
+
+    def _check_state(self) -> None:
+        if not self.upstreams:
+            raise self._fail("state= needs upstreams: per-key state is kept over upstream rows")
+        if not self.event_time:
+            raise self._fail(
+                "state= needs event_time=: the output's event-time column, which backfills slice "
+                "on (e.g. the time of each status change)"
+            )
+        if isinstance(self.write, Aggregate):
+            raise self._fail(
+                "state= works with Append or Upsert, not 'aggregate': the transform's own state "
+                "already decides what to emit"
+            )
+        if isinstance(self.write, Append) and self.write.keys:
+            raise self._fail(
+                "state= with Append cannot declare keys: the platform would deduplicate after the "
+                "transform's own state; deduplicate in the transform or use Upsert(...)"
+            )
+        for up in self.upstreams:
+            if not self.watermark_for(up):
+                raise self._fail(
+                    f"state= needs a watermark on upstream {up.table!r}: event-time timers fire "
+                    "as the watermark passes them; set watermark= on the table or the Upstream"
+                )

@@ -1,0 +1,69 @@
+"""The lake's file system as Spark sees it (local, s3a, ...), through Hadoop's ``FileSystem``.
+
+The one module that reaches into the JVM gateway (py4j's private ``_jvm``/``_jsc``): everything
+else asks here, so the same code works on a local lake and on object storage.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+
+def jvm(spark: SparkSession) -> Any:
+    """The py4j view of the driver JVM (``jvm.org.apache...``)."""
+    return spark.sparkContext._jvm  # noqa: SLF001  # PySpark exposes the gateway only privately
+
+
+def filesystem(spark: SparkSession, path: str) -> tuple[Any, Any]:
+    """Hadoop's ``(FileSystem, Path)`` for ``path``."""
+    target = jvm(spark).org.apache.hadoop.fs.Path(path)
+    conf = spark.sparkContext._jsc.hadoopConfiguration()  # noqa: SLF001  # (as above)
+    return target.getFileSystem(conf), target
+
+
+def exists(spark: SparkSession, path: str) -> bool:
+    fs, target = filesystem(spark, path)
+    return bool(fs.exists(target))
+
+
+def names(spark: SparkSession, directory: str) -> list[str]:
+    """The entries of ``directory`` (empty when it does not exist)."""
+    fs, target = filesystem(spark, directory)
+    if not fs.exists(target):
+        return []
+    return [str(status.getPath().getName()) for status in fs.listStatus(target)]
+
+
+def glob(spark: SparkSession, pattern: str) -> list[str]:
+    """Paths matching a Hadoop glob pattern (``<root>/tables/*/*/_delta_log``)."""
+    fs, target = filesystem(spark, pattern)
+    return [str(status.getPath().toString()) for status in fs.globStatus(target) or []]
+
+
+def remove_tree(spark: SparkSession, path: str) -> None:
+    fs, target = filesystem(spark, path)
+    fs.delete(target, True)
+
+
+def read_text(spark: SparkSession, path: str) -> str | None:
+    """A small file's text, or ``None`` when it does not exist."""
+    fs, target = filesystem(spark, path)
+    if not fs.exists(target):
+        return None
+    stream = fs.open(target)
+    try:
+        return str(jvm(spark).org.apache.commons.io.IOUtils.toString(stream, "UTF-8"))
+    finally:
+        stream.close()
+
+
+def size(spark: SparkSession, path: str) -> tuple[int, int]:
+    """(files, bytes) under ``path``; (0, 0) when absent."""
+    fs, target = filesystem(spark, path)
+    if not fs.exists(target):
+        return 0, 0
+    summary = fs.getContentSummary(target)
+    return int(summary.getFileCount()), int(summary.getLength())

@@ -1,0 +1,59 @@
+"""The backfill DAG under real Airflow (``dag.test()``) and real spark-submit: a run's data
+interval is the event-time slice it replaces, exactly, in every table."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import polars as pl
+import pytest
+
+from lakehouse.batch import backfill
+from lakehouse.generators import Landing
+from lakehouse.lake import Lake
+from lakehouse.monitoring.ops_tables import read_table
+from lakehouse.slices import Slice
+from lakehouse.spec import Pipeline
+from pipelines.iot.generator import generate
+
+DAY1, DAY2, DAY3 = (datetime(2026, 1, day, tzinfo=UTC) for day in (1, 2, 3))
+CLEAN = {"late_fraction": 0.0, "duplicate_fraction": 0.0, "malformed_fraction": 0.0}
+
+
+def per_day(lake: Lake, name: str) -> dict[int, int]:
+    df = read_table(lake.table(name))
+    return dict(df.group_by(pl.col("event_time").dt.day()).len().iter_rows())
+
+
+@pytest.mark.slow
+def test_a_scheduled_run_replaces_exactly_its_data_interval(
+    spark, airflow_run, dag_env: dict[str, str], iot: Pipeline
+) -> None:
+    lake = Lake(dag_env["LAKEHOUSE_ROOT"])
+    landing = Landing(lake, iot)
+
+    def land(day: datetime, events: int, seed: int) -> int:
+        """Events inside the day, away from midnight: every 10-minute window stays in the day."""
+        start, end = day + timedelta(minutes=10), day + timedelta(hours=23, minutes=50)
+        summary = generate(landing, events=events, seed=seed, start=start, end=end, **CLEAN)
+        return summary.events
+
+    day1, day2 = land(DAY1, 120, 1), land(DAY2, 120, 2)
+    backfill(spark, lake, iot, Slice(DAY1, DAY3))  # the tables before the late files
+    windows_day2 = read_table(lake.table("gold.device_type_stats")).filter(pl.col("window_start") >= DAY2)
+    day1 += land(DAY1, 60, 3)  # late files for both days: the run for day 1 takes day 1's only
+    land(DAY2, 60, 4)
+
+    run = airflow_run("iot_backfill", logical_date=DAY2.isoformat())
+
+    assert run.state == "success", run.output[-6000:]
+    assert run.interval == [str(DAY1), str(DAY2)], "a daily run's data interval is the day before"
+    for name in ("bronze.device_events", "silver.device_events"):
+        assert per_day(lake, name) == {1: day1, 2: day2}, f"{name}: day 1 replaced, day 2 untouched"
+    stats = read_table(lake.table("gold.device_type_stats"))
+    assert int(stats.filter(pl.col("window_start") < DAY2)["events"].sum()) == 2 * day1  # sliding by 5
+    after_day2 = stats.filter(pl.col("window_start") >= DAY2)
+    assert after_day2.sort("window_start", "device_type").equals(
+        windows_day2.sort("window_start", "device_type")
+    ), "windows of day 2 are outside the slice"
+    assert "backfill 4/4 gold.device_status" in run.output, "progress in the task log"

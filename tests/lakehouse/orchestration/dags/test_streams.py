@@ -1,0 +1,171 @@
+"""Continuous flows under real Airflow and real spark-submit: deploy, data reaches gold, the
+monitor reports healthy; SIGKILL of the Python driver, then of its JVM, and the monitor restarts
+the flows from their checkpoints with no row lost or duplicated; stop ends them gracefully.
+
+Run on both topologies: embedded (SQLite, ``local[2]``) and the production one, natively
+(Airflow's metadata on Postgres, drivers on the Spark standalone cluster; ``lakehouse.platform.stack``)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from lakehouse.control import Deployment, FlowControl
+from lakehouse.generators import Landing
+from lakehouse.lake import Lake
+from lakehouse.monitoring.ops_tables import read_table
+from lakehouse.processes import Proc
+from lakehouse.spec import Pipeline
+from pipelines.iot.generator import generate
+
+FLOWS = ("bronze.device_events", "silver.device_events", "gold.device_type_stats", "gold.device_status")
+CHECKS = [f"check_{flow.replace('.', '__')}" for flow in FLOWS]
+START = datetime(2026, 2, 1, 8, tzinfo=UTC)
+
+
+def table(lake: Lake, name: str) -> pl.DataFrame:
+    return read_table(lake.table(name))
+
+
+@pytest.mark.slow
+def test_deploy_monitor_kill_restart_stop(topology, topology_run, iot: Pipeline, poll, reap_drivers) -> None:
+    airflow_run = topology_run
+    lake = Lake(topology.env["LAKEHOUSE_ROOT"])
+    control = FlowControl(Path(lake.root) / "control", "iot")
+    landed = {"lines": 0, "ids": set()}
+    began = time.monotonic()
+
+    def phase(name: str) -> None:  # timings in the captured output of a failure
+        print(f"{time.monotonic() - began:6.1f} s  {name}", flush=True)
+
+    def land(wave: int) -> None:
+        """One hour of traffic (late events, duplicates, malformed lines) per wave."""
+        summary = generate(
+            Landing(lake, iot), events=150, files=1, seed=wave, start=START + timedelta(hours=wave),
+            late_fraction=0.1, duplicate_fraction=0.05, malformed_fraction=0.02,
+        )  # fmt: skip
+        landed["lines"] += summary.lines
+        landed["ids"] |= set(summary.event_ids)
+
+    def caught_up() -> bool:
+        """Every landed line in bronze, every event in silver and counted in gold."""
+        try:
+            bronze, silver = table(lake, "bronze.device_events"), table(lake, "silver.device_events")
+            stats, status = table(lake, "gold.device_type_stats"), table(lake, "gold.device_status")
+        except Exception:  # a table being created
+            return False
+        return (
+            bronze.height == landed["lines"]
+            and silver.height == len(landed["ids"])
+            and stats.height > 0
+            and int(stats["events"].sum()) == 2 * silver.height  # 10-minute windows sliding by 5
+            and status.height == silver["device"].n_unique()
+        )
+
+    def assert_exactly_once() -> None:
+        silver = table(lake, "silver.device_events")
+        assert silver["event_id"].n_unique() == silver.height, "an event was written twice"
+        assert set(silver["event_id"]) == landed["ids"], "an event was lost"
+        assert table(lake, "bronze.device_events").height == landed["lines"]
+
+    def monitor_restarts_all(killed: str) -> None:
+        run = airflow_run("iot_stream_monitor")
+        restarted = run.value("restart_dead_flows")
+        assert set(restarted) == set(FLOWS), f"after killing the {killed}: {restarted}"
+        assert all("restarted from its checkpoint, running: driver pid" in m for m in restarted.values())
+        assert [run.value(check) for check in CHECKS] == ["healthy"] * 4
+
+    def driver() -> tuple[int, int]:
+        leases = [control.running(flow) for flow in FLOWS]
+        assert all(leases), leases
+        assert len({(lease.pid, lease.jvm_pid) for lease in leases}) == 1, "one driver runs the 4 flows"
+        return leases[0].pid, leases[0].jvm_pid
+
+    # triggered first: one availableNow run of every flow, from landing to gold
+    land(0)
+    airflow_run("iot_incremental").value("run_incremental")
+    assert caught_up(), "the incremental run carried the wave to gold"
+    phase("incremental run")
+
+    # deploy: one detached spark-submit driver for the four flows; the task ends, the driver runs
+    land(1)
+    deployed = airflow_run("iot_stream_deploy", {"interval": "1 second"}).value("deploy")
+    assert sorted(deployed) == sorted(FLOWS) and all(  # Postgres' JSONB XComs reorder keys
+        m.startswith("running: driver pid") for m in deployed.values()
+    )
+    python_pid, jvm_pid = driver()
+    if topology.name == "stack":  # the driver's executors run on the cluster's worker
+        assert [app["name"] for app in topology.cluster_apps()], "no application on the Spark master"
+    phase("deployed")
+    poll(caught_up, 300, "the first wave to reach gold")
+    phase("first wave in gold")
+    run = airflow_run("iot_stream_monitor")
+    phase("monitor: healthy")
+    assert run.value("restart_dead_flows") == {}
+    assert [run.value(check) for check in CHECKS] == ["healthy"] * 4
+    assert "batch " in run.output and "watermark" in run.output, "figures in the task log"
+
+    # SIGKILL of the Python driver: its JVM exits too, the monitor restarts the flows
+    land(2)
+    os.kill(python_pid, signal.SIGKILL)
+    poll(lambda: not any(control.running(flow) for flow in FLOWS), 60, "the killed driver to be seen dead")
+    phase("python driver killed")
+    monitor_restarts_all("Python driver")
+    phase("monitor: restarted")
+    poll(caught_up, 300, "the second wave to reach gold after the restart")
+    phase("second wave in gold")
+    assert_exactly_once()
+
+    # SIGKILL of the JVM: the kernel kills its Python driver at once, the monitor restarts
+    python_pid, jvm_pid = driver()
+    land(3)
+    os.kill(jvm_pid, signal.SIGKILL)
+    poll(lambda: not Proc(python_pid, None).alive(), 10, "the JVM's Python driver to die with it")
+    assert not any(control.running(flow) for flow in FLOWS)
+    phase("JVM killed")
+    monitor_restarts_all("JVM")
+    phase("monitor: restarted")
+    poll(caught_up, 300, "the third wave to reach gold after the restart")
+    phase("third wave in gold")
+    assert_exactly_once()
+
+    # stop: every flow finishes its micro-batch, releases its lease; the driver exits
+    python_pid, jvm_pid = driver()
+    stopped = airflow_run("iot_stream_stop").value("stop")
+    phase("stopped")
+    assert all(message.startswith("stopped in") for message in stopped.values()), stopped
+    assert all(control.lease(flow) is None and control.deployment(flow) is None for flow in FLOWS)
+    poll(lambda: not Proc(jvm_pid, None).alive() and not Proc(python_pid, None).alive(), 60, "exit")
+    assert_exactly_once()
+    progress = read_table(lake.table("ops.stream_progress"))
+    assert set(progress.filter(pl.col("event") == "terminated")["flow"]) == set(FLOWS)
+
+
+def test_the_monitor_fails_and_alerts_when_a_flow_is_out_of_restarts(
+    airflow_run, dag_env: dict[str, str]
+) -> None:
+    root = dag_env["LAKEHOUSE_ROOT"]
+    control = FlowControl(Path(root) / "control", "iot")
+    control.deploy(Deployment("gold.device_status", "g", "5 seconds", datetime.now(UTC)))
+    for _ in range(3):
+        control.record_restart("gold.device_status")
+
+    run = airflow_run("iot_stream_monitor")
+
+    assert run.state == "failed"
+    assert run.value("restart_dead_flows") == {}, "an exhausted flow is not restarted again"
+    assert run.task("check_gold__device_status")["state"] == "failed"
+    for flow in ("bronze__device_events", "silver__device_events", "gold__device_type_stats"):
+        assert run.value(f"check_{flow}") == "stopped"
+    assert "gold.device_status: EXHAUSTED - driver is down and the restart budget is used" in run.output
+    alerts = read_table(Lake(root).table("ops.alerts")).to_dicts()
+    assert [(a["dag_id"], a["task_id"]) for a in alerts] == [
+        ("iot_stream_monitor", "check_gold__device_status")
+    ]
+    assert "restart budget is used (3 restarts in the last hour, budget 3)" in alerts[0]["message"]

@@ -1,0 +1,231 @@
+"""Declaration API: each mistake gives its own specific message, on load."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+
+from lakehouse.spec import (
+    Aggregate,
+    Append,
+    JsonFiles,
+    KafkaTopic,
+    Lookup,
+    Pipeline,
+    SpecError,
+    Table,
+    Upsert,
+    Window,
+    ddl_columns,
+    parse_duration,
+)
+
+SOURCE = JsonFiles(schema="id STRING NOT NULL, ts TIMESTAMP NOT NULL, v DOUBLE")
+
+
+def bronze(name: str = "bronze.raw") -> Table:
+    return Table(name, source=SOURCE, event_time="ts")
+
+
+def silver(name: str = "silver.clean", upstream: str = "bronze.raw", **kw: object) -> Table:
+    return Table(name, upstreams=[upstream], transform="t:f", event_time="ts", **kw)  # type: ignore[arg-type]
+
+
+def test_a_valid_pipeline_orders_tables_upstream_first() -> None:
+    gold = Table(
+        "gold.stats",
+        upstreams=["silver.clean"],
+        transform="t:g",
+        event_time="window_start",
+        watermark="10 minutes",
+        write=Aggregate(Window("10 minutes")),
+    )
+    pipeline = Pipeline("p", tables=[gold, silver(), bronze()])
+    assert [t.name for t in pipeline.ordered()] == ["bronze.raw", "silver.clean", "gold.stats"]
+    assert [t.name for t in pipeline.downstream("bronze.raw")] == ["silver.clean", "gold.stats"]
+    assert gold.output_mode == "update" and silver().output_mode == "append"
+    assert gold.keys == ("window_start",)
+
+
+def test_unknown_upstream_is_named_with_the_declared_tables() -> None:
+    with pytest.raises(
+        SpecError, match=r"'silver.clean' reads upstream 'bronze.missing'.*declared: bronze.raw"
+    ):
+        Pipeline("p", tables=[bronze(), silver(upstream="bronze.missing")])
+
+
+def test_cycle_is_reported_as_a_path() -> None:
+    a = Table("silver.a", upstreams=["silver.b"], transform="t:f")
+    b = Table("silver.b", upstreams=["silver.a"], transform="t:f")
+    with pytest.raises(SpecError, match=r"cycle: silver\.a -> silver\.b -> silver\.a"):
+        Pipeline("p", tables=[a, b])
+
+
+def test_duplicate_table_name() -> None:
+    with pytest.raises(SpecError, match=r"declares table 'bronze.raw' twice"):
+        Pipeline("p", tables=[bronze(), bronze()])
+
+
+def test_windowed_aggregate_without_event_time_column() -> None:
+    with pytest.raises(SpecError, match=r"Aggregate needs an event-time column"):
+        Table(
+            "gold.stats",
+            upstreams=["silver.clean"],
+            transform="t:g",
+            write=Aggregate(Window("10 minutes"), group_by=["k"]),
+        )
+
+
+def test_windowed_aggregate_over_an_upstream_without_event_time() -> None:
+    plain = Table("silver.plain", upstreams=["bronze.raw"], transform="t:f")
+    gold = Table(
+        "gold.stats",
+        upstreams=["silver.plain"],
+        transform="t:g",
+        event_time="window_start",
+        write=Aggregate(Window("10 minutes")),
+    )
+    with pytest.raises(
+        SpecError, match=r"upstream 'silver.plain' needs an event_time column and a watermark"
+    ):
+        Pipeline("p", tables=[bronze(), plain, gold])
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"write": "merge"}, r"write='merge' is not a write mode: declare Append\(\), .*Upsert"),
+        ({"write": "upsert"}, r"write='upsert' is not a write mode"),
+        ({"watermark": "ten minutes"}, r"'ten minutes' is not a duration"),
+    ],
+)
+def test_table_level_mistakes(kwargs: dict[str, object], message: str) -> None:
+    base: dict[str, object] = {"upstreams": ["bronze.raw"], "transform": "t:f"}
+    with pytest.raises(SpecError, match=message):
+        Table("silver.x", **{**base, **kwargs})  # type: ignore[arg-type]
+
+
+def test_write_modes_carry_what_they_need_and_say_what_is_missing() -> None:
+    with pytest.raises(SpecError, match=r"Upsert needs keys"):
+        Upsert(keys=[], sequence_by=["ts"])
+    with pytest.raises(SpecError, match=r"Upsert needs sequence_by=\(\.\.\.\): the column\(s\) that order"):
+        Upsert(keys=["id"], sequence_by=[])
+    with pytest.raises(TypeError):
+        Aggregate()  # type: ignore[call-arg]  # a window is required
+    upsert = Table("silver.u", upstreams=["bronze.raw"], transform="t:f", write=Upsert("id", "ts"))
+    assert upsert.keys == ("id",) and upsert.write.sequence_by == ("ts",) and not upsert.dedupes
+    assert Append(keys="id").keys == ("id",)
+    stats = Table(
+        "gold.s", upstreams=["silver.clean"], transform="t:g", event_time="start",
+        write=Aggregate(Window("1 hour", "30 minutes"), group_by=["type"]),
+    )  # fmt: skip
+    assert stats.keys == ("start", "type")
+    assert stats.write.describe() == "aggregate in 1 hour windows sliding by 30 minutes per type"
+
+
+def test_a_bronze_table_names_alternative_sources_and_the_deployment_picks_one() -> None:
+    files = JsonFiles(schema="id STRING NOT NULL, ts TIMESTAMP NOT NULL")
+    kafka = KafkaTopic(schema="id STRING NOT NULL, ts TIMESTAMP NOT NULL", topics="events")
+    table = Table("bronze.events", source=[files, kafka], event_time="ts")
+    assert table.source == files and table.sources == (files, kafka)  # the first is the default
+    pipeline = Pipeline("p", tables=[table])
+    chosen = pipeline.configured("kafka", "broker:9092").table("bronze.events").source
+    assert isinstance(chosen, KafkaTopic) and chosen.bootstrap_servers == "broker:9092"
+    assert pipeline.configured("files", "broker:9092").table("bronze.events").source == files
+    assert pipeline.table("bronze.events").source == files  # the declaration itself is unchanged
+    only_files = Pipeline("q", tables=[Table("bronze.f", source=files)])
+    assert only_files.configured("kafka").table("bronze.f").source == files  # offers files only
+    other = KafkaTopic(schema="id STRING NOT NULL", topics="events")
+    with pytest.raises(SpecError, match=r"alternative sources declare different schemas"):
+        Table("bronze.x", source=[files, other])
+    with pytest.raises(SpecError, match=r"two sources of one kind"):
+        Table("bronze.x", source=[files, files])
+
+
+def test_names_layers_and_origins() -> None:
+    with pytest.raises(SpecError, match=r"must be '<layer>.<name>'"):
+        Table("platinum.x", source=SOURCE)
+    with pytest.raises(SpecError, match=r"neither a source"):
+        Table("silver.x", transform="t:f")
+    with pytest.raises(SpecError, match=r"both a source and upstreams"):
+        Table("bronze.x", source=SOURCE, upstreams=["bronze.y"])
+    with pytest.raises(SpecError, match=r"declares no transform"):
+        Table("silver.x", upstreams=["bronze.raw"])
+    with pytest.raises(SpecError, match=r"event_time 'when' is not a column of the source schema"):
+        Table("bronze.x", source=SOURCE, event_time="when")
+
+
+def test_dedupe_needs_a_watermark_and_lookups_must_be_declared() -> None:
+    with pytest.raises(SpecError, match=r"deduplicates on keys \['id'\].*needs a watermark"):
+        Pipeline("p", tables=[bronze(), silver(write=Append(keys=["id"]))])
+    with pytest.raises(SpecError, match=r"uses lookup 'devices'.*does not declare"):
+        Pipeline("p", tables=[bronze(), silver(lookups=["devices"])])
+    ok = Pipeline(
+        "p",
+        lookups=[Lookup("devices", schema="d STRING")],
+        tables=[bronze(), silver(lookups=["devices"], write=Append(keys=["id"]), watermark="5 minutes")],
+    )
+    assert ok.table("silver.clean").dedupes
+
+
+def test_durations_and_ddl() -> None:
+    assert parse_duration("10 minutes", "x") == timedelta(minutes=10)
+    assert parse_duration("1 hour", "x") == timedelta(hours=1)
+    cols = ddl_columns("id STRING NOT NULL, tags ARRAY<STRING>, m MAP<STRING, INT>, ts TIMESTAMP")
+    assert [(c.name, c.type, c.required) for c in cols] == [
+        ("id", "STRING", True),
+        ("tags", "ARRAY<STRING>", False),
+        ("m", "MAP<STRING, INT>", False),
+        ("ts", "TIMESTAMP", False),
+    ]
+    with pytest.raises(SpecError, match="slide"):
+        Window("5 minutes", "10 minutes")
+
+
+# --------------------------------------------------------------------------- joins and state
+
+
+def test_upstream_lookback_and_lookahead_are_durations_on_event_time() -> None:
+    from lakehouse.spec import Upstream
+
+    up = Upstream("silver.clean", watermark="3 hours", lookahead="1 hour")
+    assert up.lookahead_delta == timedelta(hours=1) and up.lookback_delta == timedelta(0)
+    with pytest.raises(SpecError, match=r"upstream 'bronze.raw' lookahead: 'an hour' is not a duration"):
+        Table("silver.x", upstreams=[Upstream("bronze.raw", lookahead="an hour")], transform="t:f")
+    plain = Table("silver.plain", upstreams=["bronze.raw"], transform="t:f")
+    joined = Table("gold.j", upstreams=[Upstream("silver.plain", lookback="1 hour")], transform="t:g")
+    with pytest.raises(SpecError, match=r"reads upstream 'silver.plain' with a lookback.*declare event_time"):
+        Pipeline("p", tables=[bronze(), plain, joined])
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({}, r"state= needs event_time="),
+        ({"event_time": "ts", "write": Aggregate(Window("1 hour"))}, r"not 'aggregate'"),
+        ({"event_time": "ts", "write": Append(keys=["id"])}, r"cannot declare keys"),
+        ({"event_time": "ts"}, r"needs a watermark on upstream 'bronze.raw'"),
+    ],
+)
+def test_state_needs_event_time_watermarks_and_a_fitting_write_mode(
+    kwargs: dict[str, object], message: str
+) -> None:
+    from lakehouse.spec import State
+
+    with pytest.raises(SpecError, match=message):
+        Table("gold.s", upstreams=["bronze.raw"], transform="t:f", state=State("30 minutes"), **kwargs)  # type: ignore[arg-type]
+
+
+def test_state_durations_are_checked_on_declaration() -> None:
+    from lakehouse.spec import State
+
+    assert State("30 minutes").history_delta is None
+    assert State("30 minutes", history="1 day").history_delta == timedelta(days=1)
+    with pytest.raises(SpecError, match=r"'half an hour' is not a duration"):
+        State("half an hour")
+    table = Table(
+        "gold.s", upstreams=["bronze.raw"], transform="t:f", event_time="ts", watermark="1 hour",
+        state=State("30 minutes"),
+    )  # fmt: skip
+    assert table.output_mode == "append" and not table.dedupes
