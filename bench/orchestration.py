@@ -149,7 +149,7 @@ def drivers(settle: float) -> None:
                 isolate=isolate,
             )  # fmt: skip
             startup = time.monotonic() - started
-            control = FlowControl(conf.control_path, "iot")
+            control = FlowControl.of(conf, "iot")
             jvms = {lease.jvm_pid for flow in FLOWS if (lease := control.running(flow)) and lease.jvm_pid}
             _, cpu_before = driver_tree(jvms)
             tick = time.monotonic()
@@ -196,7 +196,7 @@ def restart() -> None:
                 root=env["LAKEHOUSE_ROOT"], platform_dir=Path(env["LAKEHOUSE_PLATFORM_DIR"]),
                 airflow_port=int(env["LAKEHOUSE_AIRFLOW_PORT"]),
             )  # fmt: skip
-            platform, control = Platform(conf), FlowControl(conf.control_path, "iot")
+            platform, control = Platform(conf), FlowControl.of(conf, "iot")
             token = platform.token()
             for dag_id in ("iot_stream_deploy", "iot_stream_monitor", "iot_stream_stop"):
                 platform.api("PATCH", f"/api/v2/dags/{dag_id}", {"is_paused": False}, token)

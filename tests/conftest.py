@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import os
+import shutil
+import subprocess
+import sys
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -132,7 +136,6 @@ def ads() -> Pipeline:
 def stack():
     """The native production topology's engines (Postgres, Kafka KRaft, Spark master + worker),
     started once by ``lakehouse.platform.stack`` in a temporary directory, stopped at the end."""
-    import tempfile
 
     from lakehouse.platform import stack as topology
 
@@ -140,3 +143,33 @@ def stack():
     home.chmod(0o755)  # Postgres runs as its own user when the tests run as root
     with topology.running(Settings(stack_dir=home), topology.ENGINES) as started:
         yield started
+
+
+# --------------------------------------------------------------------------- Airflow
+# Airflow imported by these tests (DAG objects, hooks) gets a home of its own, not ~/airflow.
+os.environ.setdefault("AIRFLOW_HOME", tempfile.mkdtemp(prefix="lakehouse-tests-airflow-"))
+
+
+@pytest.fixture(scope="session")
+def migrated_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """An Airflow metadata DB (SQLite), migrated once per session."""
+    home = tmp_path_factory.mktemp("airflow-template")
+    result = subprocess.run(
+        [str(Path(sys.executable).parent / "airflow"), "db", "migrate"],
+        env={**os.environ, "AIRFLOW_HOME": str(home), "AIRFLOW__CORE__LOAD_EXAMPLES": "False"},
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    return home / "airflow.db"
+
+
+@pytest.fixture
+def airflow_home(migrated_db: Path, tmp_path: Path) -> Path:
+    """A fresh AIRFLOW_HOME per test (a copy of the migrated DB): each test's lake has its own
+    asset URIs, and Airflow keeps one URI per asset name."""
+    home = tmp_path / "airflow"
+    home.mkdir()
+    shutil.copy(migrated_db, home / "airflow.db")
+    return home

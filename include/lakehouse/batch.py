@@ -22,14 +22,16 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from lakehouse import delta, storage
+from lakehouse.errors import UsageError
 from lakehouse.flow import build
-from lakehouse.quality.gate import QualityGate
+from lakehouse.quality.gate import QualityGate, Verdict
 from lakehouse.slices import Slice, affected_slice, union
+from lakehouse.sources import EVERYTHING, Cut
 from lakehouse.times import parse_iso
 from lakehouse.writes import Origin, TableWriter
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator, Sequence
+    from collections.abc import Iterator, Mapping, Sequence
 
     from pyspark.sql import DataFrame, SparkSession
 
@@ -61,6 +63,10 @@ def plan(
     return [(t, slices[t.name]) for t in pipeline.ordered() if t.name in slices]
 
 
+class ShrinkRefused(UsageError):
+    """A backfill would replace a slice with fewer rows than it holds (nothing was written)."""
+
+
 def backfill(
     spark: SparkSession,
     lake: Lake,
@@ -69,23 +75,41 @@ def backfill(
     flows: Sequence[str] | None = None,
     *,
     downstream: bool = False,
+    allow_shrink: bool = False,
 ) -> list[BackfillStep]:
     """Recompute ``slice_`` of the given flows (all if none), optionally with their downstream."""
-    steps = []
     work = plan(pipeline, flows, slice_, downstream=downstream)
+    return recompute(spark, lake, pipeline, work, allow_shrink=allow_shrink)
+
+
+def recompute(
+    spark: SparkSession,
+    lake: Lake,
+    pipeline: Pipeline,
+    work: Sequence[tuple[Table, Slice]],
+    *,
+    cuts: Mapping[str, Cut] | None = None,
+    allow_shrink: bool = False,
+) -> list[BackfillStep]:
+    """Replace each table's slice of ``work`` with what its flow computes now (bronze reading
+    the ``cuts`` of their sources, when given), in order. A slice is never replaced by fewer
+    rows than it holds unless ``allow_shrink`` (:class:`ShrinkRefused`)."""
+    steps = []
     for number, (table, table_slice) in enumerate(work, 1):
         started = time.monotonic()
         log.info("backfill %d/%d %s %s ...", number, len(work), table.name, table_slice.label)
         writer = TableWriter(lake, table)
         gate = QualityGate.for_table(lake, pipeline, table)
 
+        cut = (cuts or {}).get(table.name, EVERYTHING)
+
         def attempt(
             table: Table = table, table_slice: Slice = table_slice,
-            writer: TableWriter = writer, gate: QualityGate | None = gate,
+            writer: TableWriter = writer, gate: QualityGate | None = gate, cut: Cut = cut,
         ) -> None:  # fmt: skip
-            with _computed(spark, lake, pipeline, table, table_slice) as df:
+            with _computed(spark, lake, pipeline, table, table_slice, cut) as df:
                 writer.ensure(df)
-                _write_slice(writer, gate, df, table_slice)
+                _write_slice(writer, gate, df, table_slice, allow_shrink=allow_shrink)
 
         # A stream writing the same table concurrently makes the commit conflict: recompute
         # from the inputs as they are now (they hold what the stream wrote), then commit again.
@@ -104,15 +128,25 @@ def backfill(
     return steps
 
 
-def _write_slice(writer: TableWriter, gate: QualityGate | None, df: DataFrame, slice_: Slice) -> None:
-    """Judge the slice's rows (when the table declares expectations), then commit them."""
+def _write_slice(
+    writer: TableWriter, gate: QualityGate | None, df: DataFrame, slice_: Slice, *, allow_shrink: bool
+) -> None:
+    """Check the slice does not shrink, judge its rows (when the table declares expectations),
+    then commit them."""
     origin = Origin("backfill", str(uuid.uuid4()), slice=slice_)
-    if gate is None:
-        writer.write_slice(df, None, origin)
-        return
-    df.persist()  # read by the checks, the quarantine and the table write
+    df.persist()  # read by the count, the checks, the quarantine and the table write
     try:
-        verdict = gate.judge(df, origin)
+        if not allow_shrink and writer.replaces(slice_):
+            new, held = df.count(), writer.rows_in(df.sparkSession, slice_)
+            if new < held:
+                raise ShrinkRefused(
+                    f"{writer.table.name}: the backfill of {slice_.label} would replace {held:,} rows "
+                    f"(table and quarantine) with {new:,}: its inputs now hold less than when the "
+                    "slice was written (landing files pruned or moved? Kafka retention passed? a "
+                    "transform or expectation that now drops rows?). Nothing was written; to "
+                    "replace the slice anyway, run the backfill again with --allow-shrink"
+                )
+        verdict = gate.judge(df, origin) if gate is not None else Verdict(df, None)
         writer.write_slice(verdict.kept, verdict.rejected, origin)
     finally:
         df.unpersist()
@@ -120,11 +154,11 @@ def _write_slice(writer: TableWriter, gate: QualityGate | None, df: DataFrame, s
 
 @contextmanager
 def _computed(
-    spark: SparkSession, lake: Lake, pipeline: Pipeline, table: Table, slice_: Slice
+    spark: SparkSession, lake: Lake, pipeline: Pipeline, table: Table, slice_: Slice, cut: Cut
 ) -> Iterator[DataFrame]:
     """The rows of ``slice_`` of ``table``: a batch query, or a replay for stateful flows."""
     if table.state is None:
-        yield build(spark, lake, pipeline, table, streaming=False, slice_=slice_)
+        yield build(spark, lake, pipeline, table, streaming=False, slice_=slice_, cut=cut)
         return
     scratch = lake.scratch(pipeline.name, table.name, uuid.uuid4().hex)
     try:

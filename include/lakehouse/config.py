@@ -55,6 +55,18 @@ class Settings(BaseSettings):
         description="Processing-time interval of continuous flows.",
     )
     spark_ui: bool = Field(default=True, description="Start the Spark UI in drivers.")
+    bind_host: str = Field(
+        default="127.0.0.1",
+        description="Interface Spark drivers and their UIs bind to. Loopback by default: nothing of "
+        "a driver is reachable from other hosts. On a cluster whose executors run on other hosts, "
+        "set the host's address; empty for YARN/Kubernetes cluster mode (the cluster decides).",
+    )
+    spark_properties_file: Path | None = Field(
+        default=None,
+        description="Spark properties every driver loads (spark-submit --properties-file), e.g. "
+        "spark.authenticate and its secret for the stack's standalone cluster; kept out of "
+        "command lines and environments.",
+    )
     spark_log_level: str = Field(default="WARN", description="Log level of Spark's JVM loggers.")
     control_dir: str | None = Field(
         default=None,
@@ -72,10 +84,27 @@ class Settings(BaseSettings):
         description="Hours of removed files VACUUM keeps for time travel (Delta's default, 7 days); "
         "raised automatically for streams that lag behind.",
     )
+    ops_retention_days: float = Field(
+        default=30.0,
+        gt=0,
+        description="Days of rows the platform's ops.* tables keep (progress, quality results, alerts).",
+    )
     lease_ttl_seconds: float = Field(
         default=30.0,
         gt=2,
         description="A driver's lease on its flows expires this long after its last renewal.",
+    )
+    lease_skew_seconds: float = Field(
+        default=60.0,
+        ge=0,
+        description="How far the clocks of two hosts may disagree: another host's expired lease "
+        "is taken over only this long after its expiry.",
+    )
+    stale_checks_before_kill: int = Field(
+        default=3,
+        ge=1,
+        description="The monitor stops (SIGTERM, then SIGKILL) a driver whose flow stayed stale for "
+        "this many consecutive checks, then restarts its flows from their checkpoints.",
     )
 
     # -- Kafka sources (see lakehouse.spec.KafkaTopic and the production topology) ----------
@@ -156,8 +185,10 @@ class Settings(BaseSettings):
             "LAKEHOUSE_PIPELINES_PACKAGE": self.pipelines_package,
             "LAKEHOUSE_TRIGGER_INTERVAL": self.trigger_interval,
             "LAKEHOUSE_SPARK_UI": str(self.spark_ui).lower(),
+            "LAKEHOUSE_BIND_HOST": self.bind_host,
             "LAKEHOUSE_SPARK_LOG_LEVEL": self.spark_log_level,
             "LAKEHOUSE_LEASE_TTL_SECONDS": str(self.lease_ttl_seconds),
+            "LAKEHOUSE_LEASE_SKEW_SECONDS": str(self.lease_skew_seconds),
             "LAKEHOUSE_PLATFORM_DIR": str(self.platform_dir),
             "LAKEHOUSE_STACK_DIR": str(self.stack_dir),
             "LAKEHOUSE_AIRFLOW_PORT": str(self.airflow_port),
@@ -180,6 +211,8 @@ class Settings(BaseSettings):
             env["LAKEHOUSE_SPARK_MASTER"] = self.spark_master
         if self.spark_conf:
             env["LAKEHOUSE_SPARK_CONF"] = json.dumps(self.spark_conf)
+        if self.spark_properties_file:
+            env["LAKEHOUSE_SPARK_PROPERTIES_FILE"] = str(self.spark_properties_file)
         return env
 
 

@@ -6,6 +6,7 @@ runs drivers or Airflow tasks; default ``<root>/control``):
 ============================  =============================================================
 ``<flow>.lease``              which driver runs the flow (host, pids), renewed every ttl/3
 ``<flow>.stop``               a graceful stop request, honoured by the driver within a second
+``<flow>.pause``              a backfill asks the driver to pause the flow at a batch boundary
 ``<flow>.deployed``           the flow should run continuously (the monitor restarts it)
 ``<flow>.restarts``           when the monitor restarted it (the restart budget)
 ``.operations.lock``          serializes deploy / restart / stop of the pipeline's flows
@@ -14,9 +15,10 @@ runs drivers or Airflow tasks; default ``<root>/control``):
 ============================  =============================================================
 
 One driver per flow: a driver takes each flow's lease before starting its query and renews it.
-A lease is taken only when absent, released, expired, or held by processes that are provably
-gone (same host; neither the Python driver nor its JVM runs any more, checked by pid and start
-time). A driver that cannot renew stops its queries at ``2/3 ttl`` after its last renewal
+A lease is taken only when absent, released, held by processes that are provably gone (same
+host; neither the Python driver nor its JVM runs any more, checked by pid and start time), or
+expired: on this host by its own clock, and held from another host by more than a clock-skew
+margin (``LAKEHOUSE_LEASE_SKEW_SECONDS``), since the two hosts' clocks may disagree. A driver that cannot renew stops its queries at ``2/3 ttl`` after its last renewal
 (self-fencing), before the lease can expire, so a successor never overlaps it. Every
 read-modify-write happens under ``flock``, which the kernel releases whatever crashes.
 
@@ -42,10 +44,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from lakehouse import times
+from lakehouse.errors import OperationFailed
 from lakehouse.processes import Proc, driver_jvm
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
+
+    from lakehouse.config import Settings
 
 log = logging.getLogger("lakehouse.control")
 
@@ -59,6 +64,10 @@ class LeaseHeld(RuntimeError):
             f"flow {lease.flow!r} already runs ({lease.trigger}) on {lease.host} pid {lease.pid} "
             f"since {lease.acquired_at:%Y-%m-%d %H:%M:%S} UTC"
         )
+
+
+class PauseTimeout(OperationFailed):
+    """A driver did not pause its flow in time for a backfill (a long micro-batch?)."""
 
 
 class LeaseLost(RuntimeError):
@@ -82,8 +91,10 @@ class Lease:
     renewed_at: datetime
     expires_at: datetime
 
-    def expired(self, now: datetime | None = None) -> bool:
-        return (now or times.now()) >= self.expires_at
+    def expired(self, now: datetime | None = None, skew: timedelta = timedelta(0)) -> bool:
+        """Past its expiry; a lease of another host only ``skew`` later (its clock may be behind)."""
+        margin = timedelta(0) if self.host == socket.gethostname() else skew
+        return (now or times.now()) >= self.expires_at + margin
 
     def holder_gone(self) -> bool:
         """True when the holder is provably dead: same host, and neither its Python driver nor
@@ -95,8 +106,8 @@ class Lease:
             processes.append(Proc(self.jvm_pid, self.jvm_start))
         return not any(p.alive() for p in processes)
 
-    def live(self, now: datetime | None = None) -> bool:
-        return not self.expired(now) and not self.holder_gone()
+    def live(self, now: datetime | None = None, skew: timedelta = timedelta(0)) -> bool:
+        return not self.expired(now, skew) and not self.holder_gone()
 
     def to_json(self) -> str:
         data = asdict(self)
@@ -131,6 +142,27 @@ class Deployment:
         return cls(**{**data, "deployed_at": datetime.fromisoformat(data["deployed_at"])})
 
 
+@dataclass(frozen=True)
+class PauseRequest:
+    """A backfill's request that the flow's driver pause it at a batch boundary and give up its
+    lease until the request is lifted. The backfill renews it like a lease; a request whose
+    backfill died expires, and the driver resumes by itself."""
+
+    flow: str
+    owner: str
+    host: str
+    pid: int
+    expires_at: datetime
+
+    def to_json(self) -> str:
+        return json.dumps({**asdict(self), "expires_at": self.expires_at.isoformat()})
+
+    @classmethod
+    def from_json(cls, text: str) -> PauseRequest:
+        data = json.loads(text)
+        return cls(**{**data, "expires_at": datetime.fromisoformat(data["expires_at"])})
+
+
 def new_owner() -> str:
     """A unique owner id for this driver process."""
     return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
@@ -156,7 +188,7 @@ def _flock(path: Path) -> Iterator[None]:
 class FlowControl:
     """Control files of one pipeline's flows."""
 
-    def __init__(self, directory: str | Path, pipeline: str) -> None:
+    def __init__(self, directory: str | Path, pipeline: str, skew: timedelta = timedelta(seconds=60)) -> None:
         if "://" in str(directory):
             raise ValueError(
                 f"the control directory must be a local or shared POSIX path, not {directory}; "
@@ -164,6 +196,12 @@ class FlowControl:
             )
         self.dir = Path(directory) / pipeline
         self.pipeline = pipeline
+        self.skew = skew
+
+    @classmethod
+    def of(cls, settings: Settings, pipeline: str) -> FlowControl:
+        """The control files of ``pipeline`` under the configured control directory."""
+        return cls(settings.control_path, pipeline, timedelta(seconds=settings.lease_skew_seconds))
 
     @property
     def logs(self) -> Path:
@@ -212,10 +250,10 @@ class FlowControl:
         """Take the flow's lease, or raise :class:`LeaseHeld` naming the live holder."""
         with _flock(self._file(flow, "lock")):
             current = self.lease(flow)
-            if current and current.owner != owner and current.live():
+            if current and current.owner != owner and current.live(skew=self.skew):
                 raise LeaseHeld(current)
             if current and current.owner != owner:
-                reason = "expired" if current.expired() else "its driver is gone"
+                reason = "expired" if current.expired(skew=self.skew) else "its driver is gone"
                 log.info("taking over the lease of %s from %s (%s)", flow, current.owner, reason)
             me, jvm, now = Proc.of(os.getpid()), driver_jvm(), times.now()
             lease = Lease(
@@ -247,7 +285,7 @@ class FlowControl:
     def running(self, flow: str) -> Lease | None:
         """The flow's lease if a live driver holds it."""
         lease = self.lease(flow)
-        return lease if lease and lease.live() else None
+        return lease if lease and lease.live(skew=self.skew) else None
 
     # ------------------------------------------------------------------ stop requests
     def request_stop(self, flow: str) -> None:
@@ -259,6 +297,33 @@ class FlowControl:
 
     def clear_stop(self, flow: str) -> None:
         self._file(flow, "stop").unlink(missing_ok=True)
+
+    # ------------------------------------------------------------------ pause requests
+    def request_pause(self, flow: str, owner: str, ttl: float) -> None:
+        """Ask the flow's driver to pause it (see :class:`PauseRequest`); renew by calling again."""
+        self.dir.mkdir(parents=True, exist_ok=True)
+        request = PauseRequest(
+            flow, owner, socket.gethostname(), os.getpid(), times.now() + timedelta(seconds=ttl)
+        )
+        _write_atomic(self._file(flow, "pause"), request.to_json())
+
+    def pause_requested(self, flow: str) -> PauseRequest | None:
+        """The flow's pause request, while its backfill keeps it alive."""
+        text = self._read(flow, "pause")
+        try:
+            request = PauseRequest.from_json(text) if text else None
+        except (ValueError, KeyError, TypeError):
+            return None
+        if request is None:
+            return None
+        margin = timedelta(0) if request.host == socket.gethostname() else self.skew
+        gone = request.host == socket.gethostname() and not Proc(request.pid, None).alive()
+        return None if gone or times.now() >= request.expires_at + margin else request
+
+    def lift_pause(self, flow: str, owner: str) -> None:
+        text = self._read(flow, "pause")
+        if text and PauseRequest.from_json(text).owner == owner:
+            self._file(flow, "pause").unlink(missing_ok=True)
 
     # ------------------------------------------------------------------ deployments
     def deploy(self, deployment: Deployment) -> None:
@@ -289,6 +354,20 @@ class FlowControl:
         recorded = [datetime.fromisoformat(t) for t in json.loads(text)] if text else []
         return [t for t in recorded if t >= since]
 
+    # ------------------------------------------------------------------ stale checks
+    def note_stale(self, flow: str) -> int:
+        """Count one more consecutive monitor check that found the flow stale; the count."""
+        with _flock(self._file(flow, "lock")):
+            try:
+                count = int(self._read(flow, "stale") or "0") + 1
+            except ValueError:
+                count = 1
+            _write_atomic(self._file(flow, "stale"), str(count))
+        return count
+
+    def clear_stale(self, flow: str) -> None:
+        self._file(flow, "stale").unlink(missing_ok=True)
+
     # ------------------------------------------------------------------ table versions seen
     def swap_seen_version(self, flow: str, version: int) -> int | None:
         """Record the table version a monitor saw; return the one it saw before."""
@@ -302,11 +381,13 @@ class FlowControl:
 
 
 class LeaseKeeper:
-    """Holds a driver's leases: renews them in the background, fences on failure.
+    """Holds a driver's (or a backfill's) leases: renews them in the background, fences on failure.
 
     ``on_lost`` is called (once) when a lease cannot be renewed within ``2/3 ttl`` of the last
     renewal, was taken over, or the driver's JVM is gone; the driver must then stop its queries
-    at once. Flows can be released one by one as they stop (:meth:`release`).
+    at once. A flow's lease is released as it stops or pauses (:meth:`release`) and taken again
+    as it resumes (:meth:`reacquire`); a backfill also keeps its pause requests alive
+    (:meth:`request_pauses`). :meth:`close` releases everything.
     """
 
     def __init__(
@@ -320,6 +401,7 @@ class LeaseKeeper:
         self.control = control
         self.wanted = list(flows)
         self.flows: list[str] = []
+        self.pauses: list[str] = []
         self.ttl = ttl
         self.owner = new_owner()
         self.trigger = trigger
@@ -327,6 +409,10 @@ class LeaseKeeper:
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="lease-keeper", daemon=True)
+
+    def _start(self) -> None:
+        if not self._thread.is_alive() and not self._stop.is_set():
+            self._thread.start()
 
     def acquire(self, skip_held: bool = False) -> list[LeaseHeld]:
         """Take every wanted flow's lease and start renewing them.
@@ -338,28 +424,58 @@ class LeaseKeeper:
         for flow in self.wanted:
             try:
                 self.control.acquire(flow, self.owner, self.ttl, self.trigger)
-                self.flows.append(flow)
+                with self._lock:
+                    self.flows.append(flow)
             except LeaseHeld as exc:
                 if not skip_held:
                     self.release()
                     raise
                 skipped.append(exc)
         if self.flows:
-            self._thread.start()
+            self._start()
         return skipped
 
+    def reacquire(self, flow: str) -> bool:
+        """Take ``flow``'s lease again (after a pause); False while someone else holds it."""
+        try:
+            self.control.acquire(flow, self.owner, self.ttl, self.trigger)
+        except LeaseHeld:
+            return False
+        with self._lock:
+            self.flows.append(flow)
+        self._start()
+        return True
+
+    def request_pauses(self, flows: list[str]) -> None:
+        """Ask the drivers of ``flows`` to pause them, and keep asking until :meth:`close`."""
+        with self._lock:
+            for flow in flows:
+                self.control.request_pause(flow, self.owner, self.ttl)
+                self.pauses.append(flow)
+        self._start()
+
     def release(self, flow: str | None = None) -> None:
-        """Release one flow's lease (it stopped), or all of them and stop renewing."""
+        """Release one flow's lease (it stopped or paused), or all of them and stop renewing."""
         with self._lock:
             names = [flow] if flow else list(self.flows)
             for name in names:
                 if name in self.flows:
                     self.flows.remove(name)
                     self.control.release(name, self.owner)
-        if not self.flows:
-            self._stop.set()
-            if self._thread.is_alive() and self._thread is not threading.current_thread():
-                self._thread.join(timeout=10)
+        if flow is None:
+            self.close()
+
+    def close(self) -> None:
+        """Release every lease, lift every pause request, stop renewing."""
+        with self._lock:
+            for name in self.flows:
+                self.control.release(name, self.owner)
+            for name in self.pauses:
+                self.control.lift_pause(name, self.owner)
+            self.flows, self.pauses = [], []
+        self._stop.set()
+        if self._thread.is_alive() and self._thread is not threading.current_thread():
+            self._thread.join(timeout=10)
 
     def _alive(self) -> str | None:
         jvm = driver_jvm()
@@ -381,6 +497,8 @@ class LeaseKeeper:
                 with self._lock:
                     for flow in self.flows:
                         self.control.renew(flow, self.owner, self.ttl)
+                    for flow in self.pauses:
+                        self.control.request_pause(flow, self.owner, self.ttl)
                 last_ok = time.monotonic()
             except LeaseLost as exc:
                 self.on_lost(str(exc))
@@ -390,3 +508,35 @@ class LeaseKeeper:
                 if time.monotonic() - last_ok > self.ttl * 2 / 3:
                     self.on_lost(f"could not renew leases for {time.monotonic() - last_ok:.0f} s: {exc}")
                     return
+
+
+class DriverSignals:
+    """How a continuous driver hears that a flow should stop (``lakehouse stop``, a signal) or
+    pause (a backfill), and gives the flow's lease back or takes it again (``stream.Signals``)."""
+
+    def __init__(
+        self, control: FlowControl, keeper: LeaseKeeper, interrupted: threading.Event, lost: threading.Event
+    ) -> None:
+        self.control = control
+        self.keeper = keeper
+        self.interrupted = interrupted
+        self.lost = lost
+
+    def stop_requested(self, flow: str) -> bool:
+        return self.interrupted.is_set() or self.control.stop_requested(flow)
+
+    def pause_requested(self, flow: str) -> bool:
+        return self.control.pause_requested(flow) is not None
+
+    def fenced(self) -> bool:
+        return self.lost.is_set()
+
+    def ended(self, flow: str) -> None:
+        self.keeper.release(flow)
+        self.control.clear_stop(flow)
+
+    def paused(self, flow: str) -> None:
+        self.keeper.release(flow)
+
+    def resume(self, flow: str) -> bool:
+        return self.keeper.reacquire(flow)

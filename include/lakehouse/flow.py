@@ -13,10 +13,18 @@ from typing import TYPE_CHECKING
 from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
-from lakehouse import registry
+from lakehouse import registry, storage
 from lakehouse.slices import ALL_TIME, Slice, input_slice
-from lakehouse.sources import PARSE_ERROR, read_lookup, read_source
-from lakehouse.spec import Pipeline, SpecError, Table, Upstream
+from lakehouse.sources import (
+    EVERYTHING,
+    PARSE_ERROR,
+    Cut,
+    LandingAccounting,
+    landing_path,
+    read_lookup,
+    read_source,
+)
+from lakehouse.spec import JsonFiles, Pipeline, SpecError, Table, Upstream
 
 if TYPE_CHECKING:
     from lakehouse.lake import Lake
@@ -30,6 +38,14 @@ def dedupe(df: DataFrame, keys: tuple[str, ...], *, streaming: bool) -> DataFram
     order = F.to_json(F.struct(*others)) if others else F.lit(0)
     ranked = df.withColumn("_dedupe_rank", F.row_number().over(Window.partitionBy(*keys).orderBy(order)))
     return ranked.where("_dedupe_rank = 1").drop("_dedupe_rank")
+
+
+def landed_files(spark: SparkSession, lake: Lake, pipeline: Pipeline, table: Table) -> list[str]:
+    """The files in ``table``'s landing directory now (Spark's file source ignores ``.``/``_`` names)."""
+    directory = landing_path(lake, pipeline, table)
+    return [
+        f"{directory}/{name}" for name in storage.names(spark, directory) if not name.startswith((".", "_"))
+    ]
 
 
 def read_upstream(
@@ -52,12 +68,12 @@ def read_upstream(
     else:
         df = spark.read.format("delta").load(path)
     if not slice_.is_full:  # a backfill (streaming only when it replays a stateful flow)
-        if not source.event_time:
+        if not source.time_expression:
             raise SpecError(
                 f"cannot backfill a slice of {table.name!r}: its upstream {source.name!r} "
                 "has no event_time to slice on; run a full refresh (no --start/--end)"
             )
-        df = df.where(input_slice(table, slice_, upstream).condition(source.event_time))
+        df = df.where(input_slice(table, slice_, upstream).condition(source.time_expression))
     if source.source is not None:
         df = df.where(F.col(PARSE_ERROR).isNull())
     delay = table.watermark_for(upstream)
@@ -74,8 +90,13 @@ def build(
     *,
     streaming: bool,
     slice_: Slice = ALL_TIME,
+    cut: Cut = EVERYTHING,
 ) -> DataFrame:
-    """The rows ``table``'s flow writes: the same plan for a stream and for a backfill."""
+    """The rows ``table``'s flow writes: the same plan for a stream and for a backfill (a
+    backfill's bronze reads only the ``cut`` of its source that the stream consumed).
+
+    A stream of landing files leaves the per-file accounting to its micro-batches
+    (:class:`~lakehouse.sources.LandingAccounting`, in ``foreachBatch``); a batch does it here."""
     if table.state is not None and not streaming:
         raise SpecError(
             f"{table.name!r} keeps per-key state with event-time timers (state=...), which a batch "
@@ -83,11 +104,15 @@ def build(
             "it with lakehouse.batch.backfill, which replays it as a bounded stream"
         )
     if table.source is not None:
-        df = read_source(spark, lake, pipeline, table, streaming=streaming)
+        df = read_source(spark, lake, pipeline, table, streaming=streaming, cut=cut)
+        if isinstance(table.source, JsonFiles) and not streaming:
+            paths = list(cut.files) if cut.files is not None else landed_files(spark, lake, pipeline, table)
+            accounting = LandingAccounting(table.source)
+            df = accounting.apply(df, accounting.list_files(spark, paths))
         if not streaming and not slice_.is_full:
-            if not table.event_time:
+            if not table.time_expression:
                 raise SpecError(f"{table.name!r} has no event_time; backfill it as a full refresh")
-            df = df.where(slice_.condition(table.event_time))
+            df = df.where(slice_.condition(table.time_expression))
         if table.transform is not None:
             df = registry.resolve(pipeline, table.transform)(df)
         return df
@@ -100,6 +125,6 @@ def build(
     out = registry.resolve(pipeline, table.transform)(*inputs, *lookups)
     if table.dedupes:
         out = dedupe(out, table.keys, streaming=streaming)
-    if not slice_.is_full and table.event_time:
-        out = out.where(slice_.condition(table.event_time))
+    if not slice_.is_full and table.time_expression:
+        out = out.where(slice_.condition(table.time_expression))
     return out

@@ -14,7 +14,6 @@ The ``lakehouse_maintenance`` DAG runs it through ``lakehouse maintain`` (spark-
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from dataclasses import asdict, dataclass
@@ -22,17 +21,24 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from lakehouse import delta, storage, times
-from lakehouse.spec import Pipeline, quarantine_name
+from lakehouse.checkpoints import Checkpoint
+from lakehouse.control import FlowControl
+from lakehouse.errors import UsageError
+from lakehouse.lake import Lake
+from lakehouse.spec import quarantine_name
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from pyspark.sql import SparkSession
 
-    from lakehouse.lake import Lake
+    from lakehouse.config import Settings
+    from lakehouse.spec import Pipeline
 
 log = logging.getLogger("lakehouse.maintenance")
 
 LAG_MARGIN = timedelta(hours=1)
-END_INDEX = 2**62  # Delta source offsets mark a version read to its end with an index near Long.MAX
+DELTA_DEFAULT_HOURS = 168.0  # delta.deletedFileRetentionDuration's default: 7 days
 
 
 @dataclass(frozen=True)
@@ -66,58 +72,87 @@ def stored(spark: SparkSession, path: str, *, skip_log: bool = False) -> tuple[i
     return files, size
 
 
-def _latest_offsets(spark: SparkSession, checkpoint: str) -> str | None:
-    numbers = [int(name) for name in storage.names(spark, f"{checkpoint}/offsets") if name.isdigit()]
-    return storage.read_text(spark, f"{checkpoint}/offsets/{max(numbers)}") if numbers else None
-
-
-def reader_lag(spark: SparkSession, lake: Lake, pipeline: Pipeline, table: str) -> timedelta:
-    """How far behind the slowest stream reading ``table`` is: now minus the commit time of the
-    oldest version of ``table`` one of them has still to read (zero when all are caught up)."""
+def reader_lag(spark: SparkSession, lake: Lake, readers: Sequence[Pipeline], table: str) -> timedelta:
+    """How far behind the slowest stream reading ``table`` is, in any pipeline: now minus the
+    commit time of the oldest version of ``table`` one of them has still to read (zero when all
+    are caught up)."""
     path = lake.table(table)
     history = delta.commit_times(spark, path)
-    latest = max(history)
+    table_id = delta.detail(spark, path)["id"]
     oldest_needed: int | None = None
-    for reader in pipeline.tables:
-        if table not in reader.upstream_names:
-            continue
-        text = _latest_offsets(spark, lake.checkpoint(pipeline.name, reader.name))
-        if text is None:
-            continue
-        for line in text.splitlines()[2:]:  # "v1", the batch metadata, then one line per source
-            offset = json.loads(line) if line.startswith("{") else {}
-            if "reservoirVersion" in offset:  # the next version to read, unless it was read to its end
-                version = int(offset["reservoirVersion"]) + (int(offset.get("index", -1)) >= END_INDEX)
-                oldest_needed = version if oldest_needed is None else min(oldest_needed, version)
-    if oldest_needed is None or oldest_needed > latest:
+    for pipeline in readers:
+        for reader in pipeline.tables:
+            if table not in reader.upstream_names:
+                continue
+            checkpoint = Checkpoint(spark, lake.checkpoint(pipeline.name, reader.name))
+            for offset in checkpoint.committed_offsets():
+                if offset.get("reservoirId") == table_id:
+                    version = checkpoint.next_version(offset)
+                    oldest_needed = version if oldest_needed is None else min(oldest_needed, version)
+    if oldest_needed is None or oldest_needed > max(history):
         return timedelta(0)
     committed = history.get(oldest_needed) or min(history.values())
     return max(timedelta(0), times.now() - times.utc(committed))
 
 
+def oldest_backfill(settings: Settings, pipelines: Sequence[Pipeline]) -> timedelta:
+    """How long the longest-running backfill (of any pipeline) has been reading: VACUUM must not
+    remove files of the versions it read when it started."""
+    now, oldest = times.now(), timedelta(0)
+    for pipeline in pipelines:
+        control = FlowControl.of(settings, pipeline.name)
+        for flow in pipeline.table_names:
+            lease = control.running(flow)
+            if lease is not None and lease.trigger == "backfill":
+                oldest = max(oldest, now - lease.acquired_at)
+    return oldest
+
+
 def safe_retention_hours(
-    spark: SparkSession, lake: Lake, pipeline: Pipeline, table: str, requested: float
+    spark: SparkSession,
+    settings: Settings,
+    readers: Sequence[Pipeline],
+    table: str,
+    requested: float,
+    *,
+    force: bool = False,
 ) -> float:
-    """``requested``, raised to cover the slowest stream reading ``table`` (plus a margin)."""
-    lag = reader_lag(spark, lake, pipeline, table)
-    needed = (lag + LAG_MARGIN).total_seconds() / 3600 if lag else 0.0
+    """``requested`` (at least Delta's default unless ``force``), raised to cover the slowest
+    stream reading ``table`` and the longest-running backfill, plus a margin."""
+    if requested < DELTA_DEFAULT_HOURS and not force:
+        raise UsageError(
+            f"a VACUUM retention of {requested:g} h is below Delta's default of {DELTA_DEFAULT_HOURS:g} h: "
+            "time travel and readers of older versions would lose files; pass --force to go below it"
+        )
+    lag = reader_lag(spark, Lake.from_settings(settings), readers, table)
+    busy = oldest_backfill(settings, readers)
+    needed = (max(lag, busy) + LAG_MARGIN).total_seconds() / 3600
     if needed > requested:
         log.warning(
-            "%s: a stream reading it is %s behind: VACUUM keeps %.1f h instead of %.1f h",
-            table, lag, needed, requested,
+            "%s: a reader is %s behind (slowest stream %s, longest backfill %s): VACUUM keeps %.1f h "
+            "instead of %.1f h", table, max(lag, busy), lag, busy, needed, requested,
         )  # fmt: skip
     return max(requested, needed)
 
 
 def maintain_table(
-    spark: SparkSession, lake: Lake, pipeline: Pipeline, table: str, retention_hours: float
+    spark: SparkSession,
+    settings: Settings,
+    pipeline: Pipeline,
+    readers: Sequence[Pipeline],
+    table: str,
+    retention_hours: float,
+    *,
+    force: bool = False,
 ) -> TableReport:
     """OPTIMIZE then VACUUM one table (retrying Delta conflicts with concurrent writers)."""
     started = time.monotonic()
+    lake = Lake.from_settings(settings)
     path = lake.table(table)
     files_before = int(delta.detail(spark, path)["numFiles"])
     stored_before = stored(spark, path, skip_log=True)[0]
-    retention = safe_retention_hours(spark, lake, pipeline, table, retention_hours)  # before OPTIMIZE commits
+    # before OPTIMIZE commits (it would count as the newest version)
+    retention = safe_retention_hours(spark, settings, readers, table, retention_hours, force=force)
     compacted = delta.compact(spark, path, what=f"optimize {table}")
     delta.vacuum(spark, path, retention)
     detail = delta.detail(spark, path)
@@ -148,13 +183,21 @@ def maintain_table(
 
 def maintain(
     spark: SparkSession,
-    lake: Lake,
+    settings: Settings,
     pipeline: Pipeline,
+    readers: Sequence[Pipeline],
     tables: list[str] | None = None,
-    retention_hours: float = 168.0,
+    retention_hours: float = DELTA_DEFAULT_HOURS,
+    *,
+    force: bool = False,
 ) -> list[TableReport]:
-    """Maintain the pipeline's tables (all by default) and their quarantine tables that exist."""
+    """Maintain the pipeline's tables (all by default) and their quarantine tables that exist;
+    ``readers``: every pipeline whose streams may read them."""
+    lake = Lake.from_settings(settings)
     names = [t.name for t in pipeline.select(tables or None)]
     candidates = [*names, *(quarantine_name(n) for n in names)]
     existing = [n for n in candidates if delta.exists(spark, lake.table(n))]
-    return [maintain_table(spark, lake, pipeline, name, retention_hours) for name in existing]
+    return [
+        maintain_table(spark, settings, pipeline, readers, name, retention_hours, force=force)
+        for name in existing
+    ]

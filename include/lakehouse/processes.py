@@ -8,11 +8,13 @@ exits by itself within seconds when its Python driver dies); leases record both.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import logging
 import os
 import signal
 import sys
+import time
 from dataclasses import dataclass
 
 import psutil
@@ -45,6 +47,22 @@ class Proc:
             return process.status() != psutil.STATUS_ZOMBIE
         except psutil.NoSuchProcess:
             return False
+
+
+def terminate(processes: list[Proc], timeout: float = 30.0) -> list[int]:
+    """SIGTERM ``processes``, then SIGKILL those still alive after ``timeout``; the killed pids."""
+    for proc in processes:
+        if proc.alive():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(proc.pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and any(p.alive() for p in processes):
+        time.sleep(0.5)
+    killed = [p.pid for p in processes if p.alive()]
+    for pid in killed:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    return killed
 
 
 _jvm: Proc | None = None

@@ -54,12 +54,27 @@ def spark_conf(settings: Settings) -> dict[str, str]:
         "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
         "spark.ui.showConsoleProgress": "false",
         "spark.ui.enabled": str(settings.spark_ui).lower(),
+        "spark.ui.killEnabled": "false",  # nobody stops a flow's jobs from a web page
         "spark.sql.warehouse.dir": f"{settings.root}/warehouse",
     }
+    if settings.bind_host:  # drivers listen on loopback unless told otherwise
+        conf["spark.driver.host"] = settings.bind_host
+        conf["spark.driver.bindAddress"] = settings.bind_host
     if settings.is_local_root:  # keep Derby's metastore_db/derby.log out of the working directory
         conf["spark.driver.extraJavaOptions"] = f"-Dderby.system.home={settings.root}/warehouse"
     conf.update(settings.spark_conf)
     return conf
+
+
+def properties(path: Path) -> dict[str, str]:
+    """A Spark properties file (``key value`` or ``key=value`` per line, ``#`` comments)."""
+    found = {}
+    for line in path.read_text().splitlines():
+        line = line.strip()
+        if line and not line.startswith("#"):
+            key, _, value = line.replace("=", " ", 1).partition(" ")
+            found[key.strip()] = value.strip()
+    return found
 
 
 def launched_by_spark_submit() -> bool:
@@ -72,8 +87,13 @@ def spark_session(settings: Settings, app_name: str = "lakehouse") -> SparkSessi
     from pyspark.sql import SparkSession  # deferred: spark_conf() serves DAG files, which parse without Spark
 
     conf = spark_conf(settings)
-    # An in-process SparkContext takes its workers' interpreter from the environment only.
+    # An in-process SparkContext takes its workers' interpreter from the environment only, and
+    # binds its UI to SPARK_LOCAL_IP (else to every interface).
     os.environ.setdefault("PYSPARK_PYTHON", conf["spark.pyspark.python"])
+    if settings.bind_host:
+        os.environ.setdefault("SPARK_LOCAL_IP", settings.bind_host)
+    if settings.spark_properties_file and not launched_by_spark_submit():
+        conf = {**properties(settings.spark_properties_file), **conf}
     builder = SparkSession.builder.appName(app_name)
     if settings.spark_master:
         builder = builder.master(settings.spark_master)

@@ -35,13 +35,14 @@ class Slice:
     def widen(self, before: timedelta = timedelta(0), after: timedelta = timedelta(0)) -> Slice:
         return Slice(self.start - before if self.start else None, self.end + after if self.end else None)
 
-    def condition(self, column: str) -> str:
-        """SQL predicate selecting this slice of ``column`` (also a Delta ``replaceWhere``)."""
+    def condition(self, time: str) -> str:
+        """SQL predicate selecting this slice of the time expression ``time`` (a quoted column
+        or an expression, see ``Table.time_expression``); also a Delta ``replaceWhere``."""
         parts = []
         if self.start:
-            parts.append(f"`{column}` >= TIMESTAMP '{self.start:%Y-%m-%d %H:%M:%S.%f}'")
+            parts.append(f"{time} >= TIMESTAMP '{self.start:%Y-%m-%d %H:%M:%S.%f}'")
         if self.end:
-            parts.append(f"`{column}` < TIMESTAMP '{self.end:%Y-%m-%d %H:%M:%S.%f}'")
+            parts.append(f"{time} < TIMESTAMP '{self.end:%Y-%m-%d %H:%M:%S.%f}'")
         return " AND ".join(parts) or "true"
 
     @property

@@ -5,10 +5,17 @@ Parsing never drops a line. A line that is not JSON, has a value of the wrong ty
 a required (``NOT NULL``) field is kept in bronze with ``_raw_record`` (the line as received)
 and ``_parse_error`` (why); keys outside the schema are kept as JSON in ``_rescued_data``.
 Such rows stay in bronze: downstream flows only ever see rows whose ``_parse_error`` is null.
+
+A line longer than the source's ``max_line_bytes`` is never loaded into memory (Hadoop's line
+reader skips it); :class:`LandingAccounting` notices the bytes of the file that no row holds and
+adds a row saying so, and counts the files that vanished before they could be read. Every row
+carries its ``_arrival_time`` (the file's modification time, the Kafka record's timestamp), so a
+line whose event time could not be read still belongs to a backfill slice.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -16,17 +23,24 @@ from pyspark.sql import Column as SparkColumn
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from lakehouse import storage
 from lakehouse.spec import Column, JsonFiles, KafkaTopic, Lookup, Pipeline, SpecError, Table
+from lakehouse.spec.sources import (
+    ARRIVAL_TIME,
+    INGESTED_AT,
+    PARSE_ERROR,
+    RAW_RECORD,
+    RESCUED,
+    SOURCE_FILE,
+)
 
 if TYPE_CHECKING:
     from lakehouse.lake import Lake
 
-PARSE_ERROR = "_parse_error"
-RAW_RECORD = "_raw_record"
-RESCUED = "_rescued_data"
-SOURCE_FILE = "_source_file"
-INGESTED_AT = "_ingested_at"
-BRONZE_METADATA = (RAW_RECORD, PARSE_ERROR, RESCUED, SOURCE_FILE, INGESTED_AT)
+_FILE_SIZE, _LINE_BYTES = "_file_size", "_line_bytes"  # landing accounting, dropped before writing
+ACCOUNTING_COLUMNS = (_FILE_SIZE, _LINE_BYTES)
+_MAX_LINE = "mapreduce.input.linerecordreader.line.maxlength"
+
 # What bronze keeps of every Kafka record, whatever its value holds.
 KAFKA_COLUMNS = (
     "_kafka_key",
@@ -48,12 +62,31 @@ def _ensure_dir(path: str) -> None:
         Path(path).mkdir(parents=True, exist_ok=True)
 
 
+@dataclass(frozen=True)
+class Cut:
+    """The part of a source a backfill reads: what the table's stream has consumed (see
+    ``lakehouse.checkpoints``), so that the stream, resuming, reads exactly the rest. ``None``
+    fields: everything there is."""
+
+    files: tuple[str, ...] | None = None
+    kafka_offsets: str | None = None
+
+
+EVERYTHING = Cut()
+
+
 def read_source(
-    spark: SparkSession, lake: Lake, pipeline: Pipeline, table: Table, *, streaming: bool
+    spark: SparkSession,
+    lake: Lake,
+    pipeline: Pipeline,
+    table: Table,
+    *,
+    streaming: bool,
+    cut: Cut = EVERYTHING,
 ) -> DataFrame:
     """The parsed bronze rows of ``table``'s source (landing JSON-lines files or Kafka)."""
     if isinstance(table.source, KafkaTopic):
-        return read_kafka(spark, table, streaming=streaming)
+        return read_kafka(spark, table, streaming=streaming, ending_offsets=cut.kafka_offsets)
     source = table.source
     assert isinstance(source, JsonFiles), f"{table.name} has no file source"
     path = landing_path(lake, pipeline, table)
@@ -62,14 +95,70 @@ def read_source(
         reader = spark.readStream.option("maxFilesPerTrigger", source.max_files_per_trigger)
     else:
         reader = spark.read
-    lines = (
+    reader = (
         reader.format("text")
-        .option("ignoreMissingFiles", "true")  # a file deleted after listing is not an error
-        .load(path)
-        .select("value", F.col("_metadata.file_path").alias(SOURCE_FILE))
-        .where(F.trim("value") != "")
+        .option("ignoreMissingFiles", "true")  # counted by LandingAccounting, not an error
+        .option(_MAX_LINE, source.max_line_bytes)  # longer lines are skipped, never loaded
     )
-    return parse_json(lines, source.columns)
+    if cut.files is not None and not cut.files:
+        reader = reader.schema("value STRING")  # nothing consumed: an empty read
+    frame = reader.load(list(cut.files)) if cut.files else reader.load(path)
+    lines = frame.select(
+        "value",
+        F.col("_metadata.file_path").alias(SOURCE_FILE),
+        F.col("_metadata.file_modification_time").alias(ARRIVAL_TIME),
+        F.col("_metadata.file_size").alias(_FILE_SIZE),
+        (F.octet_length("value") + 1).alias(_LINE_BYTES),
+    ).where(F.trim("value") != "")
+    return parse_json(lines, source.columns, carry=(SOURCE_FILE, ARRIVAL_TIME, _FILE_SIZE, _LINE_BYTES))
+
+
+@dataclass(frozen=True)
+class LandedFile:
+    path: str
+    size: int | None  # None: the file is gone
+
+
+@dataclass
+class LandingAccounting:
+    """Per batch of landing files (a micro-batch, or a backfill's read): a row for each file with
+    bytes no row holds (a line over ``max_line_bytes`` was skipped), and the files that vanished
+    before they were read. Needs the whole batch (every line of a file), so streams run it in
+    ``foreachBatch`` and backfills on their read: the same rows either way."""
+
+    source: JsonFiles
+    vanished: list[str] = field(default_factory=list)
+
+    def apply(self, rows: DataFrame, files: list[LandedFile]) -> DataFrame:
+        """``rows`` of these ``files``, with a row for each file that lost a line; without the
+        accounting columns."""
+        self.vanished = [f.path for f in files if f.size is None]
+        read = {
+            r[SOURCE_FILE]: int(r["bytes"] or 0)
+            for r in rows.groupBy(SOURCE_FILE).agg(F.sum(_LINE_BYTES).alias("bytes")).collect()
+        }
+        limit = self.source.max_line_bytes
+        short = [(f.path, f.size - read.get(f.path, 0)) for f in files if f.size is not None]
+        short = [(path, missing) for path, missing in short if missing > limit]
+        out = rows.drop(_FILE_SIZE, _LINE_BYTES)
+        if not short:
+            return out
+        spark = rows.sparkSession
+        lost = spark.createDataFrame(short, f"{SOURCE_FILE} STRING, missing BIGINT").select(
+            F.col(SOURCE_FILE),
+            F.concat(
+                F.lit(f"a line longer than {limit:,} bytes (max_line_bytes) was skipped; "),
+                F.format_number("missing", 0),
+                F.lit(" bytes of the file are in no row"),
+            ).alias(PARSE_ERROR),
+        )
+        times = rows.select(SOURCE_FILE, ARRIVAL_TIME).dropDuplicates([SOURCE_FILE])
+        lost = lost.join(times, SOURCE_FILE, "left").withColumn(INGESTED_AT, F.current_timestamp())
+        return out.unionByName(lost, allowMissingColumns=True)
+
+    def list_files(self, spark: SparkSession, paths: list[str]) -> list[LandedFile]:
+        """Sizes of ``paths`` now (``None`` for those that are gone)."""
+        return [LandedFile(path, storage.file_size(spark, path)) for path in paths]
 
 
 def kafka_servers(source: KafkaTopic, table: Table) -> str:
@@ -82,10 +171,12 @@ def kafka_servers(source: KafkaTopic, table: Table) -> str:
     return source.bootstrap_servers
 
 
-def read_kafka(spark: SparkSession, table: Table, *, streaming: bool) -> DataFrame:
+def read_kafka(
+    spark: SparkSession, table: Table, *, streaming: bool, ending_offsets: str | None = None
+) -> DataFrame:
     """Kafka records -> parsed bronze rows, each with its key, value, topic, partition, offset
     and timestamp. Streams resume from the offsets in their checkpoint; a batch (backfill) reads
-    every retained record, from the earliest offsets to the latest."""
+    every retained record from the earliest offsets, to the latest or to ``ending_offsets``."""
     source = table.source
     assert isinstance(source, KafkaTopic)
     reader = spark.readStream if streaming else spark.read
@@ -101,7 +192,9 @@ def read_kafka(spark: SparkSession, table: Table, *, streaming: bool) -> DataFra
         if source.max_offsets_per_trigger:
             reader = reader.option("maxOffsetsPerTrigger", source.max_offsets_per_trigger)
     else:
-        reader = reader.option("startingOffsets", "earliest").option("endingOffsets", "latest")
+        reader = reader.option("startingOffsets", "earliest").option(
+            "endingOffsets", ending_offsets or "latest"
+        )
     for key, value in source.options.items():
         reader = reader.option(key, value)
     records = reader.load().select(
@@ -112,8 +205,9 @@ def read_kafka(spark: SparkSession, table: Table, *, streaming: bool) -> DataFra
         F.col("partition").alias("_kafka_partition"),
         F.col("offset").alias("_kafka_offset"),
         F.col("timestamp").alias("_kafka_timestamp"),
+        F.col("timestamp").alias(ARRIVAL_TIME),
     )
-    return parse_json(records, source.columns, carry=KAFKA_COLUMNS)
+    return parse_json(records, source.columns, carry=(*KAFKA_COLUMNS, ARRIVAL_TIME))
 
 
 def parse_json(

@@ -67,3 +67,14 @@ def size(spark: SparkSession, path: str) -> tuple[int, int]:
         return 0, 0
     summary = fs.getContentSummary(target)
     return int(summary.getFileCount()), int(summary.getLength())
+
+
+def file_size(spark: SparkSession, path: str) -> int | None:
+    """The size of a file in bytes, or ``None`` when it does not exist."""
+    fs, target = filesystem(spark, path)
+    try:
+        return int(fs.getFileStatus(target).getLen())
+    except Exception as exc:  # py4j wraps the JVM's FileNotFoundException
+        if "FileNotFoundException" in str(exc):
+            return None
+        raise

@@ -14,13 +14,16 @@ import logging
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Literal, Protocol
 
+from lakehouse.checkpoints import Checkpoint
 from lakehouse.errors import OperationFailed
 from lakehouse.flow import build
 from lakehouse.monitoring.listener import ProgressRecorder
 from lakehouse.monitoring.progress import ProgressLog, query_name
 from lakehouse.quality.gate import QualityGate, Verdict
+from lakehouse.sources import ACCOUNTING_COLUMNS, LandingAccounting
+from lakehouse.spec import JsonFiles
 from lakehouse.writes import Origin, TableWriter
 
 if TYPE_CHECKING:
@@ -80,9 +83,15 @@ class FlowSink:
     """The ``foreachBatch`` of one flow: the quality gate judges each micro-batch, the table's
     writer commits what it kept and what it rejected, exactly once."""
 
-    def __init__(self, writer: TableWriter, gate: QualityGate | None) -> None:
+    def __init__(
+        self,
+        writer: TableWriter,
+        gate: QualityGate | None,
+        prepare: Callable[[DataFrame, int], DataFrame] | None = None,
+    ) -> None:
         self.writer = writer
         self.gate = gate
+        self.prepare = prepare  # steps that need the whole micro-batch (landing accounting)
         self._query_id: str | None = None
         self._bound = threading.Event()
 
@@ -100,11 +109,12 @@ class FlowSink:
         # (The gate's evaluation materializes the batch as well.)
         batch.persist()
         try:
+            rows = self.prepare(batch, batch_id) if self.prepare else batch
             if self.gate is None:
                 batch.count()
-                verdict = Verdict(batch, None)
+                verdict = Verdict(rows, None)
             else:
-                verdict = self.gate.judge(batch, origin)
+                verdict = self.gate.judge(rows, origin)
             self.writer.write_batch(verdict.kept, verdict.rejected, origin)
         finally:
             batch.unpersist()
@@ -134,8 +144,9 @@ class StreamRunner:
         """Start ``table``'s flow; its output table exists once this returns."""
         df = build(self.spark, self.lake, self.pipeline, table, streaming=True)
         writer = TableWriter(self.lake, table)
-        writer.ensure(df)
-        sink = FlowSink(writer, QualityGate.for_table(self.lake, self.pipeline, table))
+        writer.ensure(df.drop(*ACCOUNTING_COLUMNS))
+        gate = QualityGate.for_table(self.lake, self.pipeline, table)
+        sink = FlowSink(writer, gate, self._landing_accounting(table))
         stream = (
             df.writeStream.queryName(query_name(self.pipeline.name, table.name))
             .outputMode(table.output_mode)
@@ -149,6 +160,31 @@ class StreamRunner:
         query = stream.start()
         sink.bind(str(query.id))
         return query
+
+    def _landing_accounting(self, table: Table) -> Callable[[DataFrame, int], DataFrame] | None:
+        """For a flow reading landing files: each micro-batch's accounting of its files (lines
+        too long to read, files gone before they were read), see ``LandingAccounting``."""
+        if not isinstance(table.source, JsonFiles):
+            return None
+        accounting = LandingAccounting(table.source)
+        checkpoint = Checkpoint(self.spark, self.lake.checkpoint(self.pipeline.name, table.name))
+
+        def prepare(batch: DataFrame, batch_id: int) -> DataFrame:
+            files = accounting.list_files(self.spark, checkpoint.batch_files(batch_id))
+            rows = accounting.apply(batch, files)
+            if accounting.vanished:
+                log.warning(
+                    "%s batch %d: %d landing file(s) vanished before they were read: %s",
+                    table.name, batch_id, len(accounting.vanished), ", ".join(accounting.vanished[:5]),
+                )  # fmt: skip
+                self.recorder.log.append([{
+                    "pipeline": self.pipeline.name, "flow": table.name, "event": "vanished_files",
+                    "batch_id": batch_id, "num_input_rows": len(accounting.vanished),
+                    "exception": "\n".join(accounting.vanished),
+                }])  # fmt: skip
+            return rows
+
+        return prepare
 
     def run_incremental(self, tables: Sequence[Table]) -> list[FlowRun]:
         """availableNow runs, one flow after the other in dependency order."""
@@ -179,22 +215,24 @@ class StreamRunner:
         self,
         tables: Sequence[Table],
         interval: str,
-        should_stop: Callable[[str], bool] = lambda flow: False,
-        fenced: Callable[[], bool] = lambda: False,
-        on_flow_end: Callable[[FlowRun], None] = lambda run: None,
+        signals: Signals | None = None,
         poll_seconds: float = 1.0,
     ) -> list[FlowRun]:
         """Run flows until every one has ended; raise :class:`FlowFailed` if any failed.
 
-        A flow ends gracefully when ``should_stop(flow)`` (its running micro-batch completes),
-        or on its own error, while the other flows keep running. All end at once, mid-batch,
-        when ``fenced()`` says another driver may take over (lost lease). ``on_flow_end`` is
-        called as each flow ends, e.g. to release its lease.
+        A flow ends gracefully when its stop is requested (its running micro-batch completes),
+        or on its own error, while the other flows keep running. A flow pauses (gracefully too)
+        while a backfill asks for it, and resumes from its checkpoint once the backfill gave it
+        back. All end at once, mid-batch, when ``signals.fenced()`` says another driver may take
+        over (lost lease).
         """
+        signals = signals or NoSignals()
+        by_name = {t.name: t for t in tables}
         queries: dict[str, StreamingQuery] = {}
         runs: dict[str, FlowRun] = {}
+        paused: set[str] = set()
 
-        def end(name: str, graceful: bool) -> None:
+        def halt(name: str, graceful: bool) -> None:
             query = queries.pop(name)
             if graceful:
                 stop_gracefully(query)
@@ -202,31 +240,91 @@ class StreamRunner:
                 query.stop()
             runs[name].absorb(query)
             self.recorder.wait_terminated(str(query.id), timeout=30)
-            on_flow_end(runs[name])
+
+        def launch(name: str) -> None:
+            queries[name] = self.start(by_name[name], Trigger("continuous", interval))
+            runs.setdefault(name, FlowRun(name, str(queries[name].id)))
 
         try:
             for table in tables:
-                queries[table.name] = self.start(table, Trigger("continuous", interval))
-                runs[table.name] = FlowRun(table.name, str(queries[table.name].id))
-            while queries and not fenced():
+                launch(table.name)
+            while (queries or paused) and not signals.fenced():
                 for name, query in list(queries.items()):
                     if not query.isActive:
                         error = query.exception()
                         runs[name].exception = str(error) if error else None
                         log.log(logging.ERROR if error else logging.INFO, "%s ended: %s", name, error)
-                        end(name, graceful=False)
-                    elif should_stop(name):
+                        halt(name, graceful=False)
+                        signals.ended(name)
+                    elif signals.stop_requested(name):
                         log.info("%s: stopping after its running micro-batch", name)
-                        end(name, graceful=True)
+                        halt(name, graceful=True)
+                        signals.ended(name)
+                    elif signals.pause_requested(name):
+                        log.info("%s: pausing after its running micro-batch, for a backfill", name)
+                        halt(name, graceful=True)
+                        signals.paused(name)
+                        paused.add(name)
+                for name in list(paused):
+                    if signals.stop_requested(name):
+                        paused.discard(name)
+                        signals.ended(name)
+                    elif not signals.pause_requested(name) and signals.resume(name):
+                        log.info("%s: resuming from its checkpoint after the backfill", name)
+                        paused.discard(name)
+                        launch(name)
                 time.sleep(poll_seconds)
         finally:
             for name in list(queries):
-                end(name, graceful=not fenced())
+                halt(name, graceful=not signals.fenced())
+                signals.ended(name)
         failed = [run for run in runs.values() if run.exception]
         if failed:
             details = "; ".join(f"{run.flow}: {run.exception}" for run in failed)
             raise FlowFailed(f"{self.pipeline.name}: flow(s) failed: {details}")
         return list(runs.values())
+
+
+class Signals(Protocol):
+    """What a continuous driver is told while its flows run: whether to stop or pause a flow,
+    and whether another driver may have taken over (see ``lakehouse.control.DriverSignals``)."""
+
+    def stop_requested(self, flow: str) -> bool: ...
+
+    def pause_requested(self, flow: str) -> bool: ...
+
+    def fenced(self) -> bool: ...
+
+    def ended(self, flow: str) -> None:
+        """``flow`` ended (stopped, failed, or the driver is shutting down)."""
+
+    def paused(self, flow: str) -> None:
+        """``flow`` paused for a backfill: give its lease up."""
+
+    def resume(self, flow: str) -> bool:
+        """The backfill lifted its pause: take ``flow``'s lease again; False to wait."""
+
+
+class NoSignals:
+    """A driver nobody talks to: its flows run until they fail or the process ends."""
+
+    def stop_requested(self, flow: str) -> bool:
+        return False
+
+    def pause_requested(self, flow: str) -> bool:
+        return False
+
+    def fenced(self) -> bool:
+        return False
+
+    def ended(self, flow: str) -> None:
+        pass
+
+    def paused(self, flow: str) -> None:
+        pass
+
+    def resume(self, flow: str) -> bool:
+        return True
 
 
 def stop_gracefully(query: StreamingQuery, timeout: float = 300) -> None:

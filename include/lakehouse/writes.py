@@ -23,7 +23,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
-from pyspark.sql import DataFrame, Window
+from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 from lakehouse import delta
@@ -136,6 +136,19 @@ class TableWriter:
             if pending is not None:
                 pending.result()
 
+    def replaces(self, slice_: Slice) -> bool:
+        """Whether writing ``slice_`` replaces what the table holds there (upserts merge into it)."""
+        return not (isinstance(self.table.write, Upsert) and not slice_.is_full)
+
+    def rows_in(self, spark: SparkSession, slice_: Slice) -> int:
+        """Rows the table and its quarantine hold in ``slice_``."""
+        condition = self._condition(slice_) or "true"
+        return sum(
+            spark.read.format("delta").load(path).where(condition).count()
+            for path in (self.path, self.quarantine_path)
+            if delta.exists(spark, path)
+        )
+
     def _quarantine_slice(self, rejected: DataFrame, origin: Origin) -> None:
         assert origin.slice is not None
         rows = self._with_origin(rejected, origin)
@@ -145,8 +158,8 @@ class TableWriter:
     def _condition(self, slice_: Slice) -> str | None:
         if slice_.is_full:
             return None
-        assert self.table.event_time, f"{self.table.name} has no event_time to slice on"
-        return slice_.condition(self.table.event_time)
+        assert self.table.time_expression, f"{self.table.name} has no event_time to slice on"
+        return slice_.condition(self.table.time_expression)
 
     # ---------------------------------------------------------------- shared
     def _merge(self, df: DataFrame) -> None:

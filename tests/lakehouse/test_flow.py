@@ -22,7 +22,7 @@ def at(hour: int, minute: int = 0) -> datetime:
 def test_slice_predicate_and_validation() -> None:
     s = Slice(datetime(2026, 1, 1), datetime(2026, 1, 2))  # naive means UTC
     assert s.start == T0
-    assert s.condition("event_time") == (
+    assert s.condition("`event_time`") == (
         "`event_time` >= TIMESTAMP '2026-01-01 00:00:00.000000' AND "
         "`event_time` < TIMESTAMP '2026-01-02 00:00:00.000000'"
     )

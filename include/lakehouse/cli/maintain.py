@@ -9,7 +9,15 @@ from typing import Annotated
 import typer
 from rich.table import Table as RichTable
 
-from lakehouse.cli.kit import PipelineArgument, UserError, commands, console, load_pipeline, split
+from lakehouse.cli.kit import (
+    PipelineArgument,
+    UserError,
+    all_pipelines,
+    commands,
+    console,
+    load_pipeline,
+    split,
+)
 from lakehouse.config import settings
 from lakehouse.lake import Lake
 from lakehouse.session import spark_session
@@ -31,9 +39,16 @@ def maintain(
             "stream reading a table."
         ),
     ] = None,
+    force: Annotated[
+        bool, typer.Option(help="Allow a retention below Delta's default of 168 h (loses time travel).")
+    ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON lines.")] = False,
 ) -> None:
-    """Compact small files (OPTIMIZE), VACUUM with a safe retention, report files and state sizes."""
+    """Compact small files (OPTIMIZE), VACUUM with a safe retention, report files and state sizes.
+
+    The retention never drops below Delta's default (unless --force) and is raised to cover the
+    slowest stream reading a table (in any pipeline) and the longest-running backfill, plus an hour.
+    """
     from lakehouse.maintenance import maintain as run_maintenance  # deferred: Spark
 
     spec = load_pipeline(pipeline)
@@ -44,7 +59,8 @@ def maintain(
     if retention_hours < 0:
         raise UserError("--retention-hours must be >= 0")
     spark = spark_session(conf, app_name=f"lakehouse-{pipeline}-maintain")
-    reports = run_maintenance(spark, Lake.from_settings(conf), spec, tables, retention_hours)
+    readers = list(all_pipelines().values())
+    reports = run_maintenance(spark, conf, spec, readers, tables, retention_hours, force=force)
     if as_json:
         for report in reports:
             console.print(json.dumps(report.as_dict()), highlight=False, markup=False, soft_wrap=True)
@@ -71,4 +87,20 @@ def maintain(
     console.print(view)
 
 
+def maintain_ops(
+    retention_days: Annotated[
+        float | None,
+        typer.Option(help="Keep this many days of rows (default LAKEHOUSE_OPS_RETENTION_DAYS, 30)."),
+    ] = None,
+) -> None:
+    """Expire old rows of the platform's own ops.* tables, compact and VACUUM them (no Spark)."""
+    from lakehouse.monitoring.upkeep import maintain_ops_tables  # deferred: delta-rs, polars
+
+    conf = settings()
+    days = conf.ops_retention_days if retention_days is None else retention_days
+    for report in maintain_ops_tables(Lake.from_settings(conf), days):
+        console.print(report, highlight=False)
+
+
 commands(app, maintain)
+commands(app, maintain_ops, name="maintain-ops")

@@ -11,7 +11,7 @@ import signal
 import threading
 from datetime import datetime
 from enum import StrEnum
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 from rich.table import Table as RichTable
@@ -26,7 +26,7 @@ from lakehouse.cli.kit import (
     split,
 )
 from lakehouse.config import settings
-from lakehouse.control import FlowControl, LeaseHeld, LeaseKeeper
+from lakehouse.control import DriverSignals, FlowControl, LeaseHeld, LeaseKeeper
 from lakehouse.lake import Lake
 from lakehouse.session import spark_session
 from lakehouse.slices import Slice
@@ -69,7 +69,7 @@ def run(
 
     conf = settings()
     log = logging.getLogger("lakehouse")
-    control = FlowControl(conf.control_path, pipeline)
+    control = FlowControl.of(conf, pipeline)
     stop, lost = threading.Event(), threading.Event()
 
     def fence(reason: str) -> None:
@@ -86,10 +86,6 @@ def run(
     if not tables:
         return
 
-    def flow_ended(item: Any) -> None:
-        keeper.release(item.flow)
-        control.clear_stop(item.flow)
-
     try:
         spark = spark_session(conf, app_name=f"lakehouse-{pipeline}-{trigger.value}")
         with StreamRunner(spark, Lake.from_settings(conf), spec) as runner:
@@ -103,13 +99,8 @@ def run(
                     len(tables),
                     pipeline,
                 )
-                runs = runner.run_continuous(
-                    tables,
-                    interval or conf.trigger_interval,
-                    should_stop=lambda name: stop.is_set() or control.stop_requested(name),
-                    fenced=lost.is_set,
-                    on_flow_end=flow_ended,
-                )
+                signals = DriverSignals(control, keeper, interrupted=stop, lost=lost)
+                runs = runner.run_continuous(tables, interval or conf.trigger_interval, signals)
     finally:
         keeper.release()
     if lost.is_set():
@@ -137,8 +128,16 @@ def backfill(
     ] = None,
     downstream: Annotated[bool, typer.Option(help="Also recompute the tables downstream of --flow.")] = False,
     full_refresh: Annotated[bool, typer.Option(help="Rebuild whole tables instead of a slice.")] = False,
+    allow_shrink: Annotated[
+        bool,
+        typer.Option(help="Replace a slice even with fewer rows than it holds (inputs pruned on purpose)."),
+    ] = False,
 ) -> None:
-    """Recompute the event-time slice [start, end) with the same transforms; safe to re-run."""
+    """Recompute the event-time slice [start, end) with the same transforms; safe to re-run.
+
+    Safe beside running streams: they pause at a batch boundary while the backfill runs, and
+    windows still open in a stream's state are left to the stream.
+    """
     if full_refresh and (start or end):
         raise UserError("--full-refresh rebuilds whole tables; drop --start/--end, or drop --full-refresh")
     if not full_refresh and not (start and end):
@@ -149,12 +148,11 @@ def backfill(
     spec = load_pipeline(pipeline)
     flow = split(flow)
     spec.select(flow)  # unknown flow names fail before Spark starts
-    from lakehouse.batch import backfill as run_backfill  # deferred: Spark
+    from lakehouse.coordination import backfill as run_backfill  # deferred: Spark
 
     conf = settings()
-    with FlowControl(conf.control_path, pipeline).backfill_lock():
-        spark = spark_session(conf, app_name=f"lakehouse-{pipeline}-backfill")
-        steps = run_backfill(spark, Lake.from_settings(conf), spec, slice_, flow, downstream=downstream)
+    spark = spark_session(conf, app_name=f"lakehouse-{pipeline}-backfill")
+    steps = run_backfill(spark, conf, spec, slice_, flow, downstream=downstream, allow_shrink=allow_shrink)
     view = RichTable(title=f"{pipeline}: backfill {slice_.label}", title_justify="left")
     for column in ("table", "slice", "rows written", "seconds"):
         view.add_column(column)

@@ -1,32 +1,55 @@
-"""Airflow plugin serving the GX Data Docs from the Airflow API server, under ``/quality-docs/``,
-with a "Data Docs" entry in the UI's navigation.
+"""The platform's Airflow plugin: the Great Expectations Data Docs served by Airflow's API server
+under ``/quality-docs/``, behind Airflow's own login, with a "Data Docs" entry in the UI's
+navigation.
 
-Registered through the ``airflow.plugins`` entry point of this package (pyproject.toml), so
-any Airflow that has the project installed (``make up`` included) loads it. The directory is
-the one ``lakehouse quality`` and the ``<pipeline>_quality`` DAG build into (see
-``lakehouse.quality.checks.docs_dir``); pages appear as soon as a first check has run.
+Registered through the ``airflow.plugins`` entry point of this package (pyproject.toml), so any
+Airflow that has the project installed (``make up`` included) loads it. FastAPI plugin apps are
+not protected by Airflow unless they ask for its user: every page here does (``GetUserDep``: the
+``_token`` cookie the UI set at login, or a Bearer token), so anonymous requests get 401. Before a
+first quality run has built the docs, the index says how to build them instead of failing.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import mimetypes
+from pathlib import Path
 
+from airflow.api_fastapi.core_api.security import GetUserDep
 from airflow.plugins_manager import AirflowPlugin
-from fastapi import FastAPI
-from starlette.staticfiles import StaticFiles
+from fastapi import FastAPI, HTTPException
+from fastapi.responses import FileResponse, HTMLResponse
 
 from lakehouse.config import settings
 from lakehouse.orchestration.dags.quality import DOCS_URL_PREFIX
 from lakehouse.quality.report import docs_dir, quality_home
 
-if TYPE_CHECKING:
-    from pathlib import Path
+NOT_BUILT = """<!doctype html><html><head><title>Data Docs</title></head>
+<body style="font-family: sans-serif; max-width: 40em; margin: 3em auto">
+<h1>No Data Docs yet</h1>
+<p>The Great Expectations Data Docs are built by the first quality run of a pipeline: trigger a
+<code>&lt;pipeline&gt;_quality</code> DAG (it also runs after every table update), or run
+<code>lakehouse quality &lt;pipeline&gt;</code>. Then reload this page.</p>
+</body></html>"""
 
 
 def docs_app(directory: Path) -> FastAPI:
-    """A FastAPI app serving ``directory`` (``index.html`` at its root)."""
+    """A FastAPI app serving ``directory`` (``index.html`` at its root) to logged-in users."""
     app = FastAPI(title="Lakehouse data quality: Great Expectations Data Docs")
-    app.mount("/", StaticFiles(directory=directory, html=True, check_dir=False), name="data-docs")
+    root = directory.resolve()
+
+    @app.get("/{path:path}", response_model=None)
+    def page(path: str, user: GetUserDep) -> FileResponse | HTMLResponse:
+        target = (root / (path or "index.html")).resolve()
+        if target.is_dir():
+            target = target / "index.html"
+        if not target.is_relative_to(root):
+            raise HTTPException(status_code=404, detail="Not Found")
+        if not target.is_file():
+            if target == root / "index.html":
+                return HTMLResponse(NOT_BUILT)
+            raise HTTPException(status_code=404, detail="Not Found")
+        return FileResponse(target, media_type=mimetypes.guess_type(target.name)[0])
+
     return app
 
 

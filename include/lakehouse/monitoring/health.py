@@ -2,17 +2,20 @@
 
 Pure and Spark-free: the Airflow monitor, ``lakehouse status`` and tests share it.
 
-=========  =================================================  =======================
-state      meaning                                            monitor does
-=========  =================================================  =======================
-stopped    not deployed, no driver                            nothing
-healthy    driver alive, heartbeat within the freshness limit  report figures
-starting   driver alive, no heartbeat yet (grace period)       report
-dead       deployed but no live driver                         restart from checkpoint
-stale      driver alive, no heartbeat within freshness         fail
-failing    errors repeatedly (terminated with an exception)    fail
-exhausted  dead, and the restart budget is used up             fail
-=========  =================================================  =======================
+===========  =================================================  ==========================
+state        meaning                                            monitor does
+===========  =================================================  ==========================
+stopped      not deployed, no driver                            nothing
+healthy      driver alive, heartbeat within the freshness limit  report figures
+starting     driver alive, no heartbeat yet (grace period)       report
+incremental  an availableNow run holds the flow                 report
+paused       a backfill holds the flow (its driver waits)        report
+dead         deployed but no live driver                         restart from checkpoint
+stale        driver alive, no heartbeat within freshness         fail; stop the driver after
+                                                                 a few checks, then restart
+failing      errors repeatedly (terminated with an exception)    fail
+exhausted    dead, and the restart budget is used up             fail
+===========  =================================================  ==========================
 """
 
 from __future__ import annotations
@@ -24,8 +27,12 @@ from typing import TYPE_CHECKING, Any, Literal
 if TYPE_CHECKING:
     from lakehouse.control import Lease
 
-State = Literal["stopped", "healthy", "starting", "dead", "stale", "failing", "exhausted"]
-STATES: tuple[State, ...] = ("stopped", "healthy", "starting", "dead", "stale", "failing", "exhausted")
+State = Literal[
+    "stopped", "healthy", "starting", "incremental", "paused", "dead", "stale", "failing", "exhausted"
+]
+STATES: tuple[State, ...] = (
+    "stopped", "healthy", "starting", "incremental", "paused", "dead", "stale", "failing", "exhausted"
+)  # fmt: skip
 FAILED_STATES = ("stale", "failing", "exhausted")
 STARTUP_GRACE = timedelta(minutes=3)
 ERRORS_TO_FAIL = 3
@@ -59,11 +66,12 @@ def evaluate(
     freshness: timedelta,
     now: datetime,
     figures: dict[str, Any] | None = None,
+    skew: timedelta = timedelta(0),
 ) -> FlowHealth:
     """Decide a flow's state (see the module table). ``recent_errors`` and ``restarts_used``
     count since the flow was deployed, within the last hour."""
     figures = figures or {}
-    alive = lease is not None and lease.live(now)
+    alive = lease is not None and lease.live(now, skew)
     if len(recent_errors) >= ERRORS_TO_FAIL:
         return FlowHealth(
             flow, "failing",
@@ -85,7 +93,11 @@ def evaluate(
         )  # fmt: skip
         return FlowHealth(flow, "dead", f"deployed but down ({reason})", figures)
     assert lease is not None
-    where = f"{lease.host} pid {lease.pid}" + ("" if lease.trigger == "continuous" else f" ({lease.trigger})")
+    where = f"{lease.host} pid {lease.pid}"
+    if lease.trigger == "backfill":
+        return FlowHealth(flow, "paused", f"paused for a backfill ({where}); it resumes after it", figures)
+    if lease.trigger == "incremental":
+        return FlowHealth(flow, "incremental", f"an incremental run holds it ({where})", figures)
     if heartbeat is None or heartbeat < lease.acquired_at:
         started = (now - lease.acquired_at).total_seconds()
         if now - lease.acquired_at <= STARTUP_GRACE:

@@ -13,6 +13,7 @@ Deploy, restart and stop of one pipeline are serialized by a lock.
 from __future__ import annotations
 
 import logging
+import socket
 import time
 import uuid
 from collections.abc import Callable, Sequence
@@ -29,6 +30,7 @@ from lakehouse.monitoring.health import FlowHealth, evaluate
 from lakehouse.monitoring.ops_tables import exists
 from lakehouse.monitoring.progress import ProgressLog
 from lakehouse.orchestration.submit import SPARK_CONN_ID, driver_spec, launch_detached, submit_command
+from lakehouse.processes import Proc, terminate
 from lakehouse.spec import Pipeline, SpecError, parse_duration
 
 if TYPE_CHECKING:
@@ -70,7 +72,7 @@ Launcher = Callable[[Sequence[str], str], LaunchedDriver]
 def spark_submit_launcher(settings: Settings, pipeline: Pipeline, conn_id: str | None = None) -> Launcher:
     """Start drivers with ``spark-submit`` through the Airflow Spark connection, detached."""
 
-    control = FlowControl(settings.control_path, pipeline.name)
+    control = FlowControl.of(settings, pipeline.name)
 
     def launch(flows: Sequence[str], interval: str) -> LaunchedDriver:
         args = ["run", pipeline.name, "--trigger", "continuous", "--interval", interval]
@@ -118,7 +120,7 @@ def start_drivers(
     A driver whose flows read a flow another of these drivers starts is launched once that
     one's query started (it creates its table first); independent drivers start together.
     """
-    control = FlowControl(settings.control_path, pipeline.name)
+    control = FlowControl.of(settings, pipeline.name)
     since = _now()
     waiting = [(tuple(flows), interval) for flows, interval in drivers if flows]
     starting = {flow for flows, _ in waiting for flow in flows}
@@ -200,7 +202,7 @@ def deploy(
     flows = [t.name for t in pipeline.select(flows)]
     if problems := _missing_upstreams(settings, pipeline, flows):
         raise SpecError("; ".join(problems))
-    control = FlowControl(settings.control_path, pipeline.name)
+    control = FlowControl.of(settings, pipeline.name)
     messages: dict[str, str] = {}
     with control.operations_lock():
         to_start = []
@@ -242,7 +244,7 @@ def stop(
     lease (its driver exits with its last flow). ``keep_deployed`` leaves them marked deployed,
     so that the monitor restarts them once it runs again (``make down``)."""
     flows = [t.name for t in pipeline.select(flows)]
-    control = FlowControl(settings.control_path, pipeline.name)
+    control = FlowControl.of(settings, pipeline.name)
     messages: dict[str, str] = {}
     waiting: dict[str, float] = {}
     with control.operations_lock():
@@ -282,7 +284,7 @@ def health(
     """Each flow's health (see :mod:`lakehouse.monitoring.health`) and last figures."""
 
     now = now or _now()
-    control = FlowControl(settings.control_path, pipeline.name)
+    control = FlowControl.of(settings, pipeline.name)
     progress = ProgressLog(Lake.from_settings(settings))
     history = progress.read(since=now - HISTORY).filter(pl.col("pipeline") == pipeline.name)
     latest = {r["flow"]: r for r in progress.latest(history).iter_rows(named=True)}
@@ -303,6 +305,7 @@ def health(
                 freshness=parse_duration(table.freshness, f"{table.name} freshness"),
                 now=now,
                 figures={k: row.get(k) for k in FIGURES},
+                skew=control.skew,
             )
         )
     return results
@@ -323,9 +326,12 @@ def restart_dead(
     settings: Settings, pipeline: Pipeline, launch: Launcher, timeout: float = START_TIMEOUT
 ) -> dict[str, str]:
     """Restart every deployed flow whose driver is gone, from its checkpoint, with the flows it
-    was deployed with (one driver per deployment group). Returns a message per restarted flow."""
-    control = FlowControl(settings.control_path, pipeline.name)
+    was deployed with (one driver per deployment group). A driver whose flow stayed stale for
+    ``stale_checks_before_kill`` checks in a row is stopped first (SIGTERM, then SIGKILL; on this
+    host), so its flows restart too. Returns a message per restarted flow."""
+    control = FlowControl.of(settings, pipeline.name)
     with control.operations_lock():
+        stop_stale_drivers(settings, pipeline, control)
         dead = {h.flow: h for h in health(settings, pipeline) if h.needs_restart}
         groups: dict[tuple[str, str], list[str]] = {}
         for flow in dead:
@@ -341,11 +347,46 @@ def restart_dead(
     return {flow: f"{dead[flow].message}; restarted from its checkpoint, {started[flow]}" for flow in started}
 
 
+def stop_stale_drivers(settings: Settings, pipeline: Pipeline, control: FlowControl) -> list[str]:
+    """Stop the drivers of flows that stayed stale too long (a hung driver keeps renewing its
+    lease, so nothing else would ever replace it); the flows whose driver was stopped."""
+    stopped = []
+    for state in health(settings, pipeline):
+        if state.state != "stale":
+            control.clear_stale(state.flow)
+            continue
+        checks = control.note_stale(state.flow)
+        lease = control.lease(state.flow)
+        if checks < settings.stale_checks_before_kill or lease is None:
+            continue
+        if lease.host != socket.gethostname():
+            log.error(
+                "%s: stale for %d checks, but its driver runs on %s: stop it there",
+                state.flow,
+                checks,
+                lease.host,
+            )
+            continue
+        procs = [Proc(lease.pid, lease.pid_start)]
+        if lease.jvm_pid is not None:
+            procs.append(Proc(lease.jvm_pid, lease.jvm_start))
+        log.error(
+            "%s: stale for %d checks in a row (%s): stopping its driver (pid %d) to restart it",
+            state.flow, checks, state.message, lease.pid,
+        )  # fmt: skip
+        killed = terminate(procs)
+        if killed:
+            log.error("%s: its driver did not stop on SIGTERM: killed pid(s) %s", state.flow, killed)
+        control.clear_stale(state.flow)
+        stopped.append(state.flow)
+    return stopped
+
+
 def table_advanced(settings: Settings, pipeline: Pipeline, flow: str, version: int | None) -> bool:
     """Whether ``flow``'s table has new commits since the previous monitor run saw it."""
     if version is None:
         return False
-    previous = FlowControl(settings.control_path, pipeline.name).swap_seen_version(flow, version)
+    previous = FlowControl.of(settings, pipeline.name).swap_seen_version(flow, version)
     return previous is None or version > previous
 
 

@@ -43,6 +43,7 @@ class SubmitSpec:
     jars: str
     env: dict[str, str]
     application: str = str(DRIVER)
+    properties_file: str | None = None
 
     def operator_kwargs(self, conn_id: str = SPARK_CONN_ID) -> dict[str, object]:
         """Keyword arguments for ``SparkSubmitOperator``."""
@@ -54,6 +55,7 @@ class SubmitSpec:
             "env_vars": self.env,
             "name": self.name,
             "conn_id": conn_id,
+            "properties_file": self.properties_file,
         }
 
 
@@ -73,8 +75,18 @@ def driver_spec(settings: Settings, name: str, args: list[str]) -> SubmitSpec:
         COLUMNS="160",
         PATH=f"{venv_bin}{os.pathsep}{os.environ.get('PATH', os.defpath)}",
     )
+    if settings.bind_host:
+        env["SPARK_LOCAL_IP"] = settings.bind_host  # the driver's UI, as its ports, on loopback
+    properties = str(settings.spark_properties_file) if settings.spark_properties_file else None
     # a glob, which spark-submit expands: listing the directory here would scan files at DAG parse time
-    return SubmitSpec(name=name, args=args, conf=conf, jars=f"{settings.jars_dir}/*.jar", env=env)
+    return SubmitSpec(
+        name=name,
+        args=args,
+        conf=conf,
+        jars=f"{settings.jars_dir}/*.jar",
+        env=env,
+        properties_file=properties,
+    )
 
 
 def ensure_connection(conn_id: str, default_master: str | None) -> str:

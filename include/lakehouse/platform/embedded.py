@@ -105,7 +105,7 @@ Lakehouse is up.
 def down(platform: Platform) -> None:
     print(f"Stopping the embedded platform (state in {platform.dir}):")
     for pipeline in registry.discover(platform.conf.pipelines_package).values():
-        control = FlowControl(platform.conf.control_path, pipeline.name)
+        control = FlowControl.of(platform.conf, pipeline.name)
         deployed = [t for t in pipeline.table_names if control.deployment(t) and control.running(t)]
         if not deployed:
             continue

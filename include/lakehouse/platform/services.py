@@ -29,11 +29,13 @@ import psutil
 from lakehouse.config import PROJECT_ROOT, Settings
 from lakehouse.orchestration.dags import build_all
 from lakehouse.processes import Proc
+from lakehouse.serving.passwords import PasswordFile
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
 ADMIN = "admin"
+ANALYST = "analyst"
 MARKER = "EMBEDDED_PLATFORM_SERVICE"
 BIN = Path(sys.executable).parent
 
@@ -50,6 +52,18 @@ class Service:
     command: Callable[[Platform], list[str]]
     ready: Callable[[Platform], str | None] = lambda platform: None
     banner: Callable[[Platform], str] | None = None
+
+
+def write_secret(path: Path, text: str) -> Path:
+    """Write a file only its owner can read, atomically: it is never readable by others, even
+    for a moment, nor half-written."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
+    descriptor = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(descriptor, "w") as handle:
+        handle.write(text)
+    os.replace(tmp, path)
+    return path
 
 
 def free_port() -> int:
@@ -90,10 +104,23 @@ class Platform:
         """The admin password: generated on first ``up``, kept in the platform directory."""
         path = self.dir / "passwords.json"
         if not path.exists():
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(json.dumps({ADMIN: secrets.token_urlsafe(12)}))
-            path.chmod(0o600)
+            write_secret(path, json.dumps({ADMIN: secrets.token_urlsafe(12)}))
         return json.loads(path.read_text())[ADMIN]
+
+    @property
+    def sql_users(self) -> Path:
+        """Users of the SQL server (hashed passwords, ``lakehouse users``)."""
+        return self.dir / "sql-users"
+
+    def analyst_password(self) -> str:
+        """The analysts' SQL login: generated on first ``up`` into ``sql-users`` (hashed) and
+        ``analyst.password`` (for the banner), both readable by their owner only."""
+        path = self.dir / "analyst.password"
+        if not path.exists() or not PasswordFile(self.sql_users).entries().get(ANALYST):
+            password = secrets.token_urlsafe(12)
+            PasswordFile(self.sql_users).set(ANALYST, password)
+            write_secret(path, password)
+        return path.read_text().strip()
 
     def ports(self, fresh: bool = False) -> dict[str, int]:
         """Internal ports (Airflow's log servers): free ones picked at ``up``, then kept."""
@@ -127,6 +154,8 @@ class Platform:
             "AIRFLOW__API__BASE_URL": self.url,
             "AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT": str(ports["worker_logs"]),
             "AIRFLOW__LOGGING__TRIGGER_LOG_SERVER_PORT": str(ports["trigger_logs"]),
+            "LAKEHOUSE_SERVE_PASSWORD_FILE": str(self.sql_users),  # analysts log in (SQL server)
+            "SPARK_LOCAL_IP": self.conf.bind_host or "127.0.0.1",  # Spark UIs on loopback
             "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "30",
             "PYTHONUNBUFFERED": "1",
         }
@@ -262,8 +291,8 @@ def sql_server_ready(platform: Platform) -> str | None:
 def sql_server_banner(platform: Platform) -> str:
     conf = platform.conf
     return (
-        f"SQL (JDBC)   jdbc:hive2://{conf.serve_host}:{conf.serve_port}/default   "
-        "(`lakehouse sql --server`, beeline, any Hive JDBC client)"
+        f"SQL (JDBC)   jdbc:hive2://{conf.serve_host}:{conf.serve_port}/default   login: {ANALYST} / "
+        f"{platform.analyst_password()}   (read-only; `lakehouse sql --server`, beeline, any Hive JDBC client)"
     )
 
 

@@ -56,6 +56,7 @@ from lakehouse.platform.services import (
     report,
     sql_server_ready,
     wait_ready,
+    write_secret,
 )
 
 if TYPE_CHECKING:
@@ -157,13 +158,26 @@ class Stack(Platform):
         """A generated secret (``secrets.json``, mode 600), e.g. the database password. Airflow's
         admin login is :meth:`password` (``passwords.json``), as for ``make up``."""
         path = self.dir / "secrets.json"
-        path.parent.mkdir(parents=True, exist_ok=True)
         known = json.loads(path.read_text()) if path.exists() else {}
         if name not in known:
             known[name] = secrets.token_urlsafe(16)
-            path.write_text(json.dumps(known))
-            path.chmod(0o600)
+            write_secret(path, json.dumps(known))
         return known[name]
+
+    @property
+    def database_secret(self) -> Path:
+        """Airflow's database URL (with its password): only Airflow reads it (``_CMD``), no
+        service gets it in its environment."""
+        return write_secret(self.dir / "secrets" / "airflow-db", self.database_url)
+
+    @property
+    def spark_properties(self) -> Path:
+        """Spark's shared secret (``spark.authenticate``): the master, its workers and every
+        driver read it from this file (never on a command line)."""
+        return write_secret(
+            self.dir / "secrets" / "spark-auth.properties",
+            f"spark.authenticate true\nspark.authenticate.secret {self.secret('spark')}\n",
+        )
 
     @classmethod
     def open(cls, conf: Settings) -> Stack:
@@ -200,7 +214,8 @@ class Stack(Platform):
         """The embedded platform's environment, pointed at Postgres, the cluster and Kafka."""
         env = super().env()
         env.update(
-            AIRFLOW__DATABASE__SQL_ALCHEMY_CONN=self.database_url,
+            AIRFLOW__DATABASE__SQL_ALCHEMY_CONN_CMD=f"cat {self.database_secret}",
+            LAKEHOUSE_SPARK_PROPERTIES_FILE=str(self.spark_properties),
             AIRFLOW_CONN_SPARK_DEFAULT=json.dumps(
                 {"conn_type": "spark", "host": "spark://127.0.0.1", "port": self.port["spark_master"]}
             ),
@@ -304,10 +319,7 @@ class Stack(Platform):
         """``env.sh``: ``source .stack/env.sh`` points the lakehouse and airflow CLIs at the stack."""
         keep = ("AIRFLOW", "LAKEHOUSE")
         lines = [f"export {k}='{v}'" for k, v in sorted(self.env().items()) if k.startswith(keep)]
-        path = self.dir / "env.sh"
-        path.write_text("\n".join(lines) + "\n")
-        path.chmod(0o600)
-        return path
+        return write_secret(self.dir / "env.sh", "\n".join(lines) + "\n")
 
 
 # --------------------------------------------------------------------------- services
@@ -359,6 +371,7 @@ def _spark_class(*args: str) -> list[str]:
 def _master_command(stack: Stack) -> list[str]:
     return _spark_class(
         "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
+        "--properties-file", str(stack.spark_properties),
         "--port", str(stack.port["spark_master"]), "--webui-port", str(stack.port["spark_master_ui"]),
     )  # fmt: skip
 
@@ -368,6 +381,7 @@ def _worker_command(stack: Stack) -> list[str]:
     work.mkdir(parents=True, exist_ok=True)
     return _spark_class(
         "org.apache.spark.deploy.worker.Worker", stack.spark_master, "--host", "127.0.0.1",
+        "--properties-file", str(stack.spark_properties),
         "--port", str(stack.port["spark_worker"]), "--webui-port", str(stack.port["spark_worker_ui"]),
         "--cores", str(WORKER_CORES), "--memory", WORKER_MEMORY, "--work-dir", str(work),
     )  # fmt: skip

@@ -14,6 +14,15 @@ if TYPE_CHECKING:
 
 IngestKind = Literal["files", "kafka"]
 
+# What bronze keeps beside the parsed columns (the bronze contract; ``lakehouse.sources`` fills it).
+PARSE_ERROR = "_parse_error"  # why a line could not be read (the row stays in bronze)
+RAW_RECORD = "_raw_record"  # the line as received, when it could not be read
+RESCUED = "_rescued_data"  # keys outside the schema, as JSON
+SOURCE_FILE = "_source_file"  # the landing file a line came from
+ARRIVAL_TIME = "_arrival_time"  # when it landed: the file's modification time, the Kafka timestamp
+INGESTED_AT = "_ingested_at"  # when bronze wrote it
+BRONZE_METADATA = (RAW_RECORD, PARSE_ERROR, RESCUED, SOURCE_FILE, ARRIVAL_TIME, INGESTED_AT)
+
 
 def names(value: str | Sequence[str]) -> tuple[str, ...]:
     """Converter of name lists: one name or several, stored as a tuple."""
@@ -59,16 +68,21 @@ class JsonFiles:
 
     ``schema`` is a Spark DDL string; ``NOT NULL`` fields are required, and a line missing one,
     with a value of the wrong type, or that is not JSON, lands in bronze with a parse error.
+    A line longer than ``max_line_bytes`` is not read (a file holding one huge line must not
+    exhaust memory); bronze gets a row saying how many bytes of the file were skipped.
     """
 
     kind: ClassVar[IngestKind] = "files"
     schema: str
     path: str | None = None
     max_files_per_trigger: int = 100
+    max_line_bytes: int = 16 * 1024 * 1024
 
     def __attrs_post_init__(self) -> None:
         if not ddl_columns(self.schema):
             raise SpecError("JsonFiles.schema is empty; give a DDL string like 'id STRING NOT NULL'")
+        if not 0 < self.max_line_bytes < 2**31:
+            raise SpecError("JsonFiles.max_line_bytes must be between 1 byte and 2 GiB")
 
     @property
     def columns(self) -> tuple[Column, ...]:

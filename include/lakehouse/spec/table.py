@@ -10,7 +10,7 @@ from attrs import field, frozen
 from lakehouse.spec.durations import NAME, SpecError, optional_duration, parse_duration
 from lakehouse.spec.expectations import Expectation, problems
 from lakehouse.spec.modes import Aggregate, Append, OutputMode, Upsert, WriteMode
-from lakehouse.spec.sources import Source, names, sources
+from lakehouse.spec.sources import ARRIVAL_TIME, Source, names, sources
 
 if TYPE_CHECKING:
     from datetime import timedelta
@@ -165,6 +165,16 @@ class Table:
     def dedupes(self) -> bool:
         """Append tables with a key are deduplicated on it (within the watermark in streams)."""
         return isinstance(self.write, Append) and bool(self.write.keys) and not self.sources
+
+    @property
+    def time_expression(self) -> str | None:
+        """The SQL expression backfills slice this table on: its event time; for bronze, the
+        arrival time of lines whose event time could not be read, so every line is in a slice."""
+        if not self.event_time:
+            return None
+        if self.sources:
+            return f"coalesce(`{self.event_time}`, `{ARRIVAL_TIME}`)"
+        return f"`{self.event_time}`"
 
     def watermark_for(self, upstream: Upstream) -> str | None:
         return upstream.watermark or self.watermark

@@ -7,7 +7,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -27,9 +26,6 @@ BIN = Path(sys.executable).parent
 RUN_DAG = Path(__file__).with_name("run_dag.py")
 MARKER = "DAG-TEST-RESULT "
 
-# Airflow imported by these tests (DAG objects, hooks) gets a home of its own, not ~/airflow.
-os.environ.setdefault("AIRFLOW_HOME", tempfile.mkdtemp(prefix="lakehouse-tests-airflow-"))
-
 
 def airflow_env(home: Path) -> dict[str, str]:
     return {
@@ -39,31 +35,6 @@ def airflow_env(home: Path) -> dict[str, str]:
         "AIRFLOW__CORE__DAGS_FOLDER": str(REPO / "dags"),
         "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}",
     }
-
-
-@pytest.fixture(scope="session")
-def migrated_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """An Airflow metadata DB (SQLite), migrated once per session."""
-    home = tmp_path_factory.mktemp("airflow-template")
-    result = subprocess.run(
-        [str(BIN / "airflow"), "db", "migrate"],
-        env=airflow_env(home),
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    return home / "airflow.db"
-
-
-@pytest.fixture
-def airflow_home(migrated_db: Path, tmp_path: Path) -> Path:
-    """A fresh AIRFLOW_HOME per test (a copy of the migrated DB): each test's lake has its own
-    asset URIs, and Airflow keeps one URI per asset name."""
-    home = tmp_path / "airflow"
-    home.mkdir()
-    shutil.copy(migrated_db, home / "airflow.db")
-    return home
 
 
 @pytest.fixture

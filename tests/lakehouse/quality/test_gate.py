@@ -153,7 +153,7 @@ def test_a_backfill_after_the_stream_replaces_its_slice_of_the_same_quarantine(
     after = {r.event_id: (r["_origin"], r["_batch_id"]) for r in quarantine().collect()}
     assert set(after) == set(streamed)  # the same rows, none twice
     in_slice = {
-        r.event_id for r in quarantine().where(slice_.condition("event_time")).select("event_id").collect()
+        r.event_id for r in quarantine().where(slice_.condition("`event_time`")).select("event_id").collect()
     }
     assert in_slice and all(after[e] == ("backfill", None) for e in in_slice)
     assert all(after[e][0] == "stream" for e in set(after) - in_slice)

@@ -319,7 +319,7 @@ def test_stream_equals_batch_for_every_gold_table(spark, read, ads: Pipeline, tm
         n: spark.createDataFrame(read(streamed, n).collect(), read(streamed, n).schema) for n in touched
     }
     for name, column in zip(touched, ["impression_time", "status_time"], strict=True):
-        spark.sql(f"DELETE FROM delta.`{streamed.table(name)}` WHERE {window.condition(column)}")
+        spark.sql(f"DELETE FROM delta.`{streamed.table(name)}` WHERE {window.condition(f'`{column}`')}")
     backfill(spark, streamed, ads, window, touched)
     for name in touched:
         assertDataFrameEqual(read(streamed, name), before[name], checkRowOrder=False)

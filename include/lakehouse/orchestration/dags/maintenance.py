@@ -11,7 +11,7 @@ from datetime import timedelta
 from typing import TYPE_CHECKING
 
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
-from airflow.sdk import DAG, Param
+from airflow.sdk import DAG, Param, task
 
 from lakehouse.orchestration.dags.kit import default_args, doc, start_date
 from lakehouse.orchestration.submit import driver_spec
@@ -31,7 +31,10 @@ def maintenance_dags(pipelines: Sequence[Pipeline], conf: Settings) -> list[DAG]
     with DAG(
         dag_id=DAG_ID,
         description="Daily OPTIMIZE, VACUUM (safe retention) and size report of every pipeline's tables",
-        doc_md=doc("maintenance", names=names, retention=f"{conf.vacuum_retention_hours:g}"),
+        doc_md=doc(
+            "maintenance", names=names, retention=f"{max(conf.vacuum_retention_hours, 168):g}",
+            ops_days=f"{conf.ops_retention_days:g}",
+        ),
         schedule="@daily",
         start_date=min((start_date(p) for p in pipelines), default=None),
         catchup=False,
@@ -40,8 +43,9 @@ def maintenance_dags(pipelines: Sequence[Pipeline], conf: Settings) -> list[DAG]
         default_args=default_args(owners, execution_timeout=timedelta(hours=3), retry_delay=timedelta(minutes=5)),
         params={
             "retention_hours": Param(
-                conf.vacuum_retention_hours, type="number", minimum=0,
-                description="Hours of removed files VACUUM keeps (time travel); raised for lagging streams.",
+                max(conf.vacuum_retention_hours, 168), type="number", minimum=168,
+                description="Hours of removed files VACUUM keeps (time travel; at least Delta's 168); "
+                "raised for lagging streams and running backfills.",
             )
         },
     ) as dag:  # fmt: skip
@@ -51,4 +55,16 @@ def maintenance_dags(pipelines: Sequence[Pipeline], conf: Settings) -> list[DAG]
             SparkSubmitOperator(
                 task_id=f"maintain_{pipeline.name}", owner=pipeline.owner, **spec.operator_kwargs()
             )
+
+        @task(task_id="maintain_ops_tables")
+        def maintain_ops() -> list[str]:
+            """Spark-free: expire, compact and vacuum the ops.* tables."""
+            from lakehouse.config import settings
+            from lakehouse.lake import Lake
+            from lakehouse.monitoring.upkeep import maintain_ops_tables  # deferred: delta-rs (parse purity)
+
+            run_conf = settings()
+            return maintain_ops_tables(Lake.from_settings(run_conf), run_conf.ops_retention_days)
+
+        maintain_ops()
     return [dag]

@@ -1,0 +1,106 @@
+"""What a flow's streaming checkpoint says it has done: the input it consumed (files, Kafka
+offsets, Delta versions) and how far its watermark has closed event time.
+
+Backfills read a flow's inputs *as its stream consumed them*, so that the stream, resuming,
+processes exactly the rest; maintenance keeps the files a lagging stream still has to read.
+The formats are Structured Streaming's own metadata logs (``offsets/``, ``commits/``,
+``sources/<n>/``), one JSON document per line after a version header.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from lakehouse import storage
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+# A Delta source offset that read its version to the end carries an index near Long.MAX_VALUE.
+END_INDEX = 2**62
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    """One flow's checkpoint directory (``Lake.checkpoint(pipeline, table)``)."""
+
+    spark: SparkSession
+    path: str
+
+    def _batches(self, log: str) -> list[int]:
+        return sorted(int(name) for name in storage.names(self.spark, f"{self.path}/{log}") if name.isdigit())
+
+    def _documents(self, file: str) -> list[dict[str, Any]]:
+        text = storage.read_text(self.spark, file) or ""
+        return [json.loads(line) for line in text.splitlines()[1:] if line.startswith("{")]
+
+    @property
+    def exists(self) -> bool:
+        """Whether the flow ever committed a micro-batch."""
+        return bool(self._batches("commits"))
+
+    def last_committed(self) -> int | None:
+        batches = self._batches("commits")
+        return batches[-1] if batches else None
+
+    def committed_offsets(self) -> list[dict[str, Any]]:
+        """The source offsets of the last committed batch, one per source (in plan order)."""
+        batch = self.last_committed()
+        if batch is None:
+            return []
+        return self._documents(f"{self.path}/offsets/{batch}")[1:]  # the first is the batch metadata
+
+    def watermark(self) -> datetime | None:
+        """The event time the flow's watermark has passed: windows and timers before it are final."""
+        batch = self.last_committed()
+        if batch is None:
+            return None
+        documents = self._documents(f"{self.path}/commits/{batch}")
+        millis = documents[0].get("nextBatchWatermarkMs") if documents else None
+        return datetime.fromtimestamp(millis / 1000, tz=UTC) if millis else None
+
+    def consumed_files(self, source: int = 0) -> list[str]:
+        """Every file a file source of the flow has committed, as URIs (``file:///...``).
+
+        The source log holds one entry per file, batch by batch, compacted every few batches
+        into ``<n>.compact`` (which keeps all earlier entries).
+        """
+        directory = f"{self.path}/sources/{source}"
+        last = self.last_committed()
+        names = storage.names(self.spark, directory)
+        compacts = sorted(int(n.removesuffix(".compact")) for n in names if n.endswith(".compact"))
+        start = compacts[-1] if compacts else -1
+        files = [f"{directory}/{start}.compact"] if compacts else []
+        files += [f"{directory}/{n}" for n in sorted(int(n) for n in names if n.isdigit()) if n > start]
+        paths: list[str] = []
+        for file in files:
+            paths += [d["path"] for d in self._documents(file) if last is None or d.get("batchId", 0) <= last]
+        return paths
+
+    def batch_files(self, batch_id: int, source: int = 0) -> list[str]:
+        """The files a file source listed for micro-batch ``batch_id``."""
+        directory = f"{self.path}/sources/{source}"
+        plain = f"{directory}/{batch_id}"
+        compact = f"{directory}/{batch_id}.compact"
+        documents = self._documents(plain) or self._documents(compact)
+        return [d["path"] for d in documents if d.get("batchId") == batch_id]
+
+    @staticmethod
+    def next_version(offset: dict[str, Any]) -> int:
+        """Of a Delta source offset: the first table version the flow has not read to its end."""
+        version, index = int(offset["reservoirVersion"]), int(offset.get("index", -1))
+        return version + 1 if index >= END_INDEX else version
+
+    def kafka_offsets(self) -> str | None:
+        """The Kafka offsets the flow has consumed, in Spark's JSON form (``endingOffsets``)."""
+        for offset in self.committed_offsets():
+            if (
+                offset
+                and all(isinstance(v, dict) for v in offset.values())
+                and "reservoirVersion" not in offset
+            ):
+                return json.dumps(offset)
+        return None
