@@ -25,7 +25,7 @@ COPY jobs/ jobs/
 COPY dags/ dags/
 RUN pip install --no-deps -e . \
  && python scripts/fetch_jars.py \
- && python -m lakehouse.serving.passwords build \
+ && python -m lakehouse.serving.jvm build \
  && rm -rf /root/.m2
 
 RUN useradd --create-home --uid 50000 lakehouse \

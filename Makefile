@@ -7,7 +7,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 INSTALLED := $(VENV)/.installed
 JARS := .jars/.fetched
-AUTH_JAR := .jars/spark/lakehouse-serving-auth.jar
+SERVING_JAR := .jars/spark/lakehouse-serving.jar
 COMPOSE_SCHEMA := .jars/compose_spec.json
 PYTEST_ARGS ?=
 
@@ -27,13 +27,13 @@ $(JARS): scripts/jars/pom.xml scripts/fetch_jars.py $(INSTALLED)
 	$(BIN)/python scripts/fetch_jars.py
 	@touch $@
 
-$(AUTH_JAR): include/lakehouse/serving/java/PasswordFileAuthenticator.java $(JARS)
-	$(BIN)/python -m lakehouse.serving.passwords build
+$(SERVING_JAR): $(wildcard include/lakehouse/serving/java/*.java) $(JARS)
+	$(BIN)/python -m lakehouse.serving.jvm build
 
 $(COMPOSE_SCHEMA): scripts/fetch_compose_schema.py $(INSTALLED)
 	$(BIN)/python scripts/fetch_compose_schema.py
 
-bootstrap: $(INSTALLED) $(JARS) $(AUTH_JAR) $(COMPOSE_SCHEMA) ## Create .venv and fetch the jars (cached; a no-op when done)
+bootstrap: $(INSTALLED) $(JARS) $(SERVING_JAR) $(COMPOSE_SCHEMA) ## Create .venv and fetch the jars (cached; a no-op when done)
 
 jars: $(JARS) ## Fetch the Delta and Kafka jars from Maven Central into .jars/
 

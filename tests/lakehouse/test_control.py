@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from lakehouse.control import Deployment, FlowControl, Lease, LeaseHeld, LeaseKeeper
+from lakehouse.control import Deployment, DriverSignals, FlowControl, Lease, LeaseHeld, LeaseKeeper
 from lakehouse.processes import Proc
 
 FLOW = "silver.device_events"
@@ -89,7 +89,9 @@ def test_a_second_driver_is_refused_with_the_holder_named(control: FlowControl) 
     assert control.lease(FLOW) is None
 
 
-def test_an_expired_lease_of_another_host_is_taken_over(control: FlowControl) -> None:
+def test_an_expired_lease_of_another_host_is_taken_over_after_a_clock_skew_margin(
+    control: FlowControl,
+) -> None:
     now = datetime.now(UTC)
     remote = Lease(
         FLOW, "remote", "continuous", "other-host", 1, None, None, None,
@@ -100,9 +102,19 @@ def test_an_expired_lease_of_another_host_is_taken_over(control: FlowControl) ->
     assert not remote.holder_gone(), "another host's process cannot be checked: only expiry tells"
     with pytest.raises(LeaseHeld):
         control.acquire(FLOW, "me", ttl=30, trigger="continuous")
-    expired = Lease(**{**remote.__dict__, "expires_at": now - timedelta(seconds=1)})
-    (control.dir / f"{FLOW}.lease").write_text(expired.to_json())
+    # expired by our clock, but the other host's clock may be 60 s behind ours: still its flow
+    recently = Lease(**{**remote.__dict__, "expires_at": now - timedelta(seconds=20)})
+    (control.dir / f"{FLOW}.lease").write_text(recently.to_json())
+    assert control.skew == timedelta(seconds=60)
+    with pytest.raises(LeaseHeld):
+        control.acquire(FLOW, "me", ttl=30, trigger="continuous")
+    long_ago = Lease(**{**remote.__dict__, "expires_at": now - timedelta(seconds=61)})
+    (control.dir / f"{FLOW}.lease").write_text(long_ago.to_json())
     assert control.acquire(FLOW, "me", ttl=30, trigger="continuous").owner == "me"
+    # on this host the pids tell, and our own clock: no margin
+    mine = control.lease(FLOW)
+    assert mine is not None and not mine.expired(now + timedelta(seconds=29), control.skew)
+    assert mine.expired(now + timedelta(seconds=31), control.skew)
 
 
 def test_sigkill_of_the_jvm_kills_its_driver_and_frees_the_flow(control: FlowControl, driver) -> None:
@@ -209,3 +221,45 @@ with FlowControl(sys.argv[1], "iot").backfill_lock():
     print("locked", flush=True)
     time.sleep(600)
 """
+
+
+def test_a_pause_request_lives_while_its_backfill_renews_it(control: FlowControl, tmp_path: Path) -> None:
+    assert control.pause_requested(FLOW) is None
+    control.request_pause(FLOW, "backfill-1", ttl=2)
+    request = control.pause_requested(FLOW)
+    assert request is not None and request.owner == "backfill-1"
+    control.lift_pause(FLOW, "someone-else")  # only its owner lifts it
+    assert control.pause_requested(FLOW) is not None
+    control.lift_pause(FLOW, "backfill-1")
+    assert control.pause_requested(FLOW) is None
+    control.request_pause(FLOW, "backfill-2", ttl=1)
+    time.sleep(1.2)  # not renewed: the backfill is gone or hung; the driver may resume
+    assert control.pause_requested(FLOW) is None
+    dead = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True
+    )
+    control.request_pause(FLOW, "backfill-3", ttl=60)
+    text = (control.dir / f"{FLOW}.pause").read_text().replace(str(os.getpid()), dead.stdout.strip())
+    (control.dir / f"{FLOW}.pause").write_text(text)
+    assert control.pause_requested(FLOW) is None, "a request of a process that is gone is void"
+
+
+def test_a_driver_pauses_for_a_backfill_and_takes_its_flow_back(control: FlowControl) -> None:
+    lost = threading.Event()
+    driver = LeaseKeeper(control, [FLOW], "continuous", 30, lambda reason: lost.set())
+    driver.acquire()
+    signals = DriverSignals(control, driver, threading.Event(), lost)
+    backfill = LeaseKeeper(control, [FLOW], "backfill", 30, lambda reason: lost.set())
+    backfill.request_pauses([FLOW])
+    assert signals.pause_requested(FLOW)
+    with pytest.raises(LeaseHeld):
+        backfill.acquire()  # the driver still runs the flow's micro-batch
+    signals.paused(FLOW)  # the batch completed: the driver gives the lease up
+    backfill.acquire()
+    assert control.lease(FLOW).trigger == "backfill"
+    assert not signals.resume(FLOW), "the backfill holds it"
+    backfill.close()
+    assert not signals.pause_requested(FLOW)
+    assert signals.resume(FLOW) and control.lease(FLOW).owner == driver.owner
+    driver.close()
+    assert control.lease(FLOW) is None and not lost.is_set()

@@ -33,8 +33,19 @@ QUIT = {"exit", "quit", "\\q"}
 # --------------------------------------------------------------------------- sql
 
 
+ALLOW_WRITES_HELP = (
+    "Operators only: let statements write (DML, DDL, files as tables, SET, ADD JAR...). Without it, "
+    "SQL may only read catalog tables: SELECT/WITH, SHOW, DESCRIBE, EXPLAIN, time travel."
+)
+
+
 def _engine(
-    server: bool, host: str | None, port: int | None, user: str | None, password: str | None
+    server: bool,
+    host: str | None,
+    port: int | None,
+    user: str | None,
+    password: str | None,
+    allow_writes: bool,
 ) -> Engine:
     from lakehouse.serving.engine import LocalEngine, RemoteEngine  # deferred: Spark, PyHive
 
@@ -44,7 +55,7 @@ def _engine(
     err.print("[dim]starting Spark and registering the tables ...[/]", markup=True)
     if logging.getLogger().getEffectiveLevel() > logging.DEBUG:  # -v shows each registration
         logging.getLogger("lakehouse.catalog").setLevel(logging.WARNING)
-    return LocalEngine(conf)
+    return LocalEngine(conf, allow_writes=allow_writes)
 
 
 def _run(engine: Engine, statement: str, fmt: OutputFormat, max_rows: int | None) -> None:
@@ -126,8 +137,9 @@ def sql(
         str | None,
         typer.Option(envvar="LAKEHOUSE_SQL_PASSWORD", help="Password, when the server asks for one."),
     ] = None,
+    allow_writes: Annotated[bool, typer.Option(help=ALLOW_WRITES_HELP + " Embedded Spark only.")] = False,
 ) -> None:
-    """Query the tables by name (bronze.*, silver.*, gold.*, ops.*) with Spark SQL.
+    """Query the tables by name (bronze.*, silver.*, gold.*, ops.*) with Spark SQL: read-only.
 
     Time travel: SELECT ... FROM gold.device_status VERSION AS OF 3 (or TIMESTAMP AS OF '...').
     Errors print the engine's message and exit with status 1.
@@ -140,7 +152,9 @@ def sql(
         statements = split_statements(text)
         if not statements:
             raise ValueError("no SQL statement given")
-    engine = _engine(server, host, port, user, password)
+    if server and allow_writes:
+        raise ValueError("--allow-writes applies to the embedded Spark; the server decides for its clients")
+    engine = _engine(server, host, port, user, password, allow_writes)
     try:
         if not prompt:
             for statement in statements:
@@ -172,8 +186,9 @@ def serve(
             min=0.1, help="Seconds between catalog re-syncs (default LAKEHOUSE_CATALOG_REFRESH_SECONDS)."
         ),
     ] = None,
+    allow_writes: Annotated[bool, typer.Option(help=ALLOW_WRITES_HELP)] = False,
 ) -> None:
-    """Serve the tables over JDBC/ODBC (Spark Thrift Server) until stopped (Ctrl-C, SIGTERM).
+    """Serve the tables over JDBC/ODBC (Spark Thrift Server) until stopped: read-only for clients.
 
     Connect with: beeline -u jdbc:hive2://127.0.0.1:10000/default -n $USER
     """
@@ -184,8 +199,9 @@ def serve(
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
     run_server(
-        conf, host or conf.serve_host, port or conf.serve_port, refresh or conf.catalog_refresh_seconds, stop
-    )
+        conf, host or conf.serve_host, port or conf.serve_port, refresh or conf.catalog_refresh_seconds, stop,
+        allow_writes=allow_writes,
+    )  # fmt: skip
 
 
 # --------------------------------------------------------------------------- history, describe

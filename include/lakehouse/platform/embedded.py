@@ -83,6 +83,7 @@ def up(platform: Platform, timeout: float = 600) -> None:
             "set LAKEHOUSE_SERVE_PORT to a free port"
         )
     platform.password()
+    platform.analyst_password()  # before the SQL server starts: it refuses logins without users
     chosen = services(platform.conf)
     for service in chosen:
         platform.start(service)

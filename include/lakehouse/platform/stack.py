@@ -230,6 +230,7 @@ class Stack(Platform):
         names = {s.name for s in services}
         self.dir.mkdir(parents=True, exist_ok=True)
         self.password()
+        self.analyst_password()
         if "kafka" in names:
             self._prepare_kafka()
         if "postgres" in names:

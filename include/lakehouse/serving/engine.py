@@ -24,10 +24,12 @@ from pyspark.errors import PySparkException
 from pyspark.logger import PySparkLogger
 from thrift.transport.TTransport import TTransportException
 
+from lakehouse.errors import UsageError
 from lakehouse.lake import Lake
 from lakehouse.serving.catalog import SyncReport, catalog_conf, load_pipelines, sync, wanted
+from lakehouse.serving.jvm import read_only_conf, read_only_installed, trust
 from lakehouse.serving.statements import QueryError, Result, engine_message
-from lakehouse.session import jars, launched_by_spark_submit, spark_session
+from lakehouse.session import jars, launched_by_spark_submit, spark_conf, spark_session
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -46,8 +48,11 @@ _NUMERIC_HIVE_TYPES = {"TINYINT", "SMALLINT", "INT", "BIGINT", "FLOAT", "DOUBLE"
 # --------------------------------------------------------------------------- embedded Spark
 
 
-def serving_settings(settings: Settings, system_properties: Mapping[str, str] | None = None) -> Settings:
-    """The settings of a serving Spark session: the serving catalog, and Derby kept out of the way.
+def serving_settings(
+    settings: Settings, system_properties: Mapping[str, str] | None = None, *, allow_writes: bool = False
+) -> Settings:
+    """The settings of a serving Spark session: the serving catalog, read-only SQL for analysts
+    (unless ``allow_writes``; ``lakehouse.serving.jvm``), and Derby kept out of the way.
 
     The platform sets ``derby.system.home`` for drivers; the Thrift server's private in-memory
     Derby (Spark's "execution" Hive client) cannot start with it, so serving processes only move
@@ -70,14 +75,34 @@ def serving_settings(settings: Settings, system_properties: Mapping[str, str] | 
         # stay loadable. (Under spark-submit, pass --driver-class-path the same way.)
         conf["spark.driver.extraClassPath"] = os.pathsep.join(str(j) for j in jars(settings))
     conf.update(settings.spark_conf)
+    base = spark_conf(settings).get("spark.sql.extensions")
+    conf.update(read_only_conf(conf.get("spark.sql.extensions", base), allow_writes=allow_writes))
     return settings.model_copy(update={"spark_conf": conf})
 
 
 def serving_session(
-    settings: Settings, app_name: str, system_properties: Mapping[str, str] | None = None
+    settings: Settings,
+    app_name: str,
+    system_properties: Mapping[str, str] | None = None,
+    *,
+    allow_writes: bool = False,
 ) -> SparkSession:
+    """A serving process's Spark session; refuses to serve analysts when its JVM cannot enforce
+    read-only SQL (a JVM started earlier without the extension), unless ``allow_writes``."""
 
-    return spark_session(serving_settings(settings, system_properties), app_name=app_name)
+    return spark_session(
+        serving_settings(settings, system_properties, allow_writes=allow_writes), app_name=app_name
+    )
+
+
+def require_read_only(spark: SparkSession) -> None:
+    """Fail unless ``spark``'s JVM enforces read-only SQL."""
+    if not read_only_installed(spark):
+        raise ServingUnsafe(
+            "this process's Spark cannot enforce read-only SQL (it was started without the "
+            "lakehouse.serving.ReadOnlySqlExtension: run `make bootstrap`, and serve from a process "
+            "of its own); pass --allow-writes to serve with writes allowed"
+        )
 
 
 def sync_catalog(
@@ -103,22 +128,33 @@ def sync_catalog(
     return sync(spark, lake, pipelines, target)
 
 
-class LocalEngine:
-    """An embedded Spark session with the catalog registered from the specs."""
+class ServingUnsafe(UsageError):
+    """Analysts' SQL could not be made read-only."""
 
-    def __init__(self, settings: Settings, spark: SparkSession | None = None) -> None:
+
+class LocalEngine:
+    """An embedded Spark session with the catalog registered from the specs; analysts' statements
+    run in a session of their own, read-only unless ``allow_writes``."""
+
+    def __init__(
+        self, settings: Settings, spark: SparkSession | None = None, *, allow_writes: bool = False
+    ) -> None:
 
         # PySpark logs every captured SQL error with its JVM stack trace; we report it ourselves.
         for name in ("SQLQueryContextLogger", "DataFrameQueryContextLogger"):
             PySparkLogger.getLogger(name).setLevel(logging.CRITICAL)
-        self.spark = spark or serving_session(settings, app_name="lakehouse-sql")
+        self.spark = spark or serving_session(settings, app_name="lakehouse-sql", allow_writes=allow_writes)
+        if not allow_writes:
+            require_read_only(self.spark)
+            trust(self.spark)  # the process's own session keeps the catalog
         report = sync_catalog(self.spark, settings)
         log.debug("catalog: %s", report.summary())
+        self.analyst = self.spark if allow_writes else self.spark.newSession()
 
     def execute(self, statement: str, max_rows: int | None = None) -> Result:
 
         try:
-            df = self.spark.sql(statement)
+            df = self.analyst.sql(statement)
             if not df.columns:
                 return Result([], [], [])
             table = (df.limit(max_rows + 1) if max_rows else df).toArrow()

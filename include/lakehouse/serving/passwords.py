@@ -1,8 +1,8 @@
 """Password authentication for ``lakehouse serve``: a file of users and salted password hashes.
 
 The Spark Thrift Server checks logins with a pluggable Java class (HiveServer2's ``CUSTOM``
-authentication). ``java/PasswordFileAuthenticator.java`` is that class, built into a jar by
-``make bootstrap`` (``python -m lakehouse.serving.passwords build``); it verifies PBKDF2-SHA256
+authentication). ``java/PasswordFileAuthenticator.java`` is that class, built into the serving
+jar by ``make bootstrap`` (``lakehouse.serving.jvm``); it verifies PBKDF2-SHA256
 hashes that this module writes (``lakehouse users add NAME``). Setting
 ``LAKEHOUSE_SERVE_PASSWORD_FILE`` turns it on. LDAP and Kerberos need no code: they are
 HiveServer2 settings (``LAKEHOUSE_SERVE_CONF``).
@@ -15,24 +15,18 @@ import hashlib
 import hmac
 import os
 import secrets
-import subprocess
-import sys
-import tempfile
-import zipfile
-from pathlib import Path
 from typing import TYPE_CHECKING
 
-import pyspark
-
 from lakehouse.errors import UsageError
+from lakehouse.serving.jvm import JAR_NAME, jar_path
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from lakehouse.config import Settings
 
 AUTHENTICATOR = "lakehouse.serving.PasswordFileAuthenticator"
 FILE_KEY = "lakehouse.serve.password.file"
-JAR_NAME = "lakehouse-serving-auth.jar"
-SOURCE = Path(__file__).parent / "java" / "PasswordFileAuthenticator.java"
 SCHEME = "pbkdf2_sha256"
 ITERATIONS = 210_000
 
@@ -103,10 +97,6 @@ class PasswordFile:
 # --------------------------------------------------------------------------- the server side
 
 
-def jar_path(settings: Settings) -> Path:
-    return settings.jars_dir / JAR_NAME
-
-
 def server_conf(settings: Settings) -> dict[str, str]:
     """HiveServer2 settings that turn password authentication on (empty when it is off)."""
     if settings.serve_password_file is None:
@@ -123,25 +113,3 @@ def server_conf(settings: Settings) -> dict[str, str]:
         "hive.server2.custom.authentication.class": AUTHENTICATOR,
         FILE_KEY: str(settings.serve_password_file),
     }
-
-
-def build_jar(destination: Path) -> Path:
-    """Compile the authenticator against pyspark's jars (needs a JDK's ``javac``)."""
-
-    classpath = str(Path(pyspark.__file__).parent / "jars" / "*")
-    with tempfile.TemporaryDirectory() as classes:
-        subprocess.run(["javac", "--release", "17", "-cp", classpath, "-d", classes, str(SOURCE)], check=True)
-        destination.parent.mkdir(parents=True, exist_ok=True)
-        with zipfile.ZipFile(destination, "w", zipfile.ZIP_DEFLATED) as jar:
-            jar.writestr("META-INF/MANIFEST.MF", "Manifest-Version: 1.0\n")
-            for path in sorted(Path(classes).rglob("*.class")):
-                jar.write(path, path.relative_to(classes).as_posix())
-    return destination
-
-
-if __name__ == "__main__":  # python -m lakehouse.serving.passwords build
-    from lakehouse.config import settings
-
-    if sys.argv[1:] != ["build"]:
-        sys.exit("usage: python -m lakehouse.serving.passwords build")
-    print(f"built {build_jar(jar_path(settings()))}")

@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING
 
 from lakehouse import storage
 from lakehouse.errors import UsageError
-from lakehouse.serving.engine import serving_session, sync_catalog
+from lakehouse.serving.engine import require_read_only, serving_session, sync_catalog
+from lakehouse.serving.jvm import trust
 from lakehouse.serving.passwords import server_conf
 
 if TYPE_CHECKING:
@@ -59,8 +60,19 @@ def wait_listening(host: str, port: int, timeout: float, stop: threading.Event) 
     return False
 
 
-def serve(settings: Settings, host: str, port: int, refresh_seconds: float, stop: threading.Event) -> None:
-    """Run the Thrift server until ``stop`` is set; the catalog follows the specs meanwhile."""
+def serve(
+    settings: Settings,
+    host: str,
+    port: int,
+    refresh_seconds: float,
+    stop: threading.Event,
+    *,
+    allow_writes: bool = False,
+) -> None:
+    """Run the Thrift server until ``stop`` is set; the catalog follows the specs meanwhile.
+
+    Analysts' sessions may only read unless ``allow_writes``: the catalog is kept by a session of
+    its own (trusted to write), and the server's sessions derive from the untrusted one."""
     if not port_is_free(host, port):
         raise ServeError(f"{host}:{port} is already in use; stop what runs there or choose --port")
     hive_conf = {  # built before Spark starts: a misconfigured authentication fails fast
@@ -72,9 +84,16 @@ def serve(settings: Settings, host: str, port: int, refresh_seconds: float, stop
     # Every HiveConf in the JVM must see these: the server's (which, with a Hive metastore,
     # reuses the metastore client's) and the fresh ones its LDAP/CUSTOM authenticators read. Hive
     # applies JVM system properties to each HiveConf it creates, so they are set at JVM launch.
-    spark = serving_session(settings, app_name="lakehouse-serve", system_properties=hive_conf)
+    spark = serving_session(
+        settings, app_name="lakehouse-serve", system_properties=hive_conf, allow_writes=allow_writes
+    )
     try:
-        report = sync_catalog(spark, settings)
+        keeper = spark
+        if not allow_writes:
+            require_read_only(spark)
+            keeper = spark.newSession()
+            trust(keeper)
+        report = sync_catalog(keeper, settings)
         log.info("catalog: %s", report.summary())
         if stop.is_set():  # stopped while starting
             return
@@ -90,15 +109,13 @@ def serve(settings: Settings, host: str, port: int, refresh_seconds: float, stop
                 raise ServeError(f"the Thrift server did not listen on {host}:{port} within 120 s")
             auth = hive_conf.get("hive.server2.authentication", "NONE")
             log.info(
-                "serving %s (authentication %s, catalog refresh every %.0f s)",
-                jdbc_url(host, port),
-                auth,
-                refresh_seconds,
-            )
+                "serving %s (authentication %s, %s, catalog refresh every %.0f s)",
+                jdbc_url(host, port), auth, "WRITES ALLOWED" if allow_writes else "read-only", refresh_seconds,
+            )  # fmt: skip
             print(f"lakehouse serve: ready on {jdbc_url(host, port)}", flush=True)
             while not stop.wait(refresh_seconds):
                 try:
-                    report = sync_catalog(spark, settings, fresh=True, previous=report)
+                    report = sync_catalog(keeper, settings, fresh=True, previous=report)
                 except Exception as exc:  # a broken spec must not take the server down
                     log.error("catalog refresh failed, keeping the current catalog: %s", exc)
                     continue

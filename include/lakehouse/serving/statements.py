@@ -49,6 +49,7 @@ def engine_message(text: str) -> str:
     """The engine's message without the query plan or Java class names Spark appends."""
     text = re.sub(r"^Error running query: ", "", text.strip())
     text = re.sub(r"^(\[[A-Z_.]+\] )?(org\.apache|java|io\.delta)[\w.$]+: ", "", text)
+    text = text.split(";\n")[0]  # a check rule's refusal comes with the analyzed plan after it
     lines = text.splitlines()
     for number, line in enumerate(lines):
         if "SQLSTATE:" in line:  # the plan or JVM frames follow

@@ -5,15 +5,20 @@ process taking the leases and reporting ``started``; real drivers are in test_st
 from __future__ import annotations
 
 import os
+import socket
+import subprocess
+import sys
 import threading
 import time
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from lakehouse.config import Settings
-from lakehouse.control import FlowControl
+from lakehouse.control import Deployment, FlowControl, Lease
 from lakehouse.lake import Lake
 from lakehouse.monitoring.progress import ProgressLog
 from lakehouse.orchestration import operations
+from lakehouse.processes import Proc
 from lakehouse.spec import Pipeline
 
 
@@ -48,3 +53,46 @@ def test_isolated_drivers_start_upstream_first(tmp_path: Path, iot: Pipeline) ->
     assert abs(golds[0] - golds[1]) < 1.5, "independent drivers start together"
     groups = {control.deployment(flow).group for flow in iot.table_names}
     assert len(groups) == 4, "isolated: each flow is its own restart group"
+
+
+def test_the_monitor_stops_a_driver_that_stays_stale_and_restarts_its_flow(
+    tmp_path: Path, iot: Pipeline
+) -> None:
+    conf = Settings(root=str(tmp_path / "lake"), stale_checks_before_kill=3)
+    control = FlowControl.of(conf, "iot")
+    flow = "gold.device_status"
+    hung = subprocess.Popen(
+        [sys.executable, "-c", "import time; time.sleep(600)"]
+    )  # renews nothing, ignores nobody
+    try:
+        now = datetime.now(UTC)
+        control.deploy(Deployment(flow, "g1", "5 seconds", now - timedelta(hours=1)))
+        lease = Lease(
+            flow, "hung-driver", "continuous", socket.gethostname(), hung.pid, Proc.of(hung.pid).start,
+            None, None, now - timedelta(minutes=30), now, now + timedelta(minutes=10),
+        )  # fmt: skip
+        (control.dir / f"{flow}.lease").write_text(lease.to_json())
+        last = now - timedelta(minutes=20)  # beyond the table's freshness of 15 minutes
+        ProgressLog(Lake(conf.root)).append(
+            [{"pipeline": "iot", "flow": flow, "event": "idle", "recorded_at": last}]
+        )
+        launched: list[tuple[str, ...]] = []
+
+        def launch(flows, interval):
+            launched.append(tuple(flows))
+            for name in flows:
+                control.acquire(name, "new-driver", ttl=30, trigger="continuous")
+                ProgressLog(Lake(conf.root)).append([{"pipeline": "iot", "flow": name, "event": "started"}])
+            return operations.LaunchedDriver(tuple(flows), os.getpid(), tmp_path / "log", lambda: None)
+
+        for check in (1, 2):
+            assert operations.restart_dead(conf, iot, launch) == {}, (
+                f"check {check}: reported, not yet stopped"
+            )
+            assert hung.poll() is None
+        restarted = operations.restart_dead(conf, iot, launch, timeout=60)
+        assert hung.wait(timeout=30) is not None, "the hung driver was stopped"
+        assert launched == [(flow,)] and flow in restarted
+        assert "restarted from its checkpoint" in restarted[flow]
+    finally:
+        hung.kill()

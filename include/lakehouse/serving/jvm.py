@@ -1,0 +1,83 @@
+"""The serving processes' own Java, compiled at bootstrap into ``lakehouse-serving.jar``
+(``python -m lakehouse.serving.jvm build``, run by ``make bootstrap``):
+
+- ``PasswordFileAuthenticator``: HiveServer2 ``CUSTOM`` logins against ``lakehouse users``' file;
+- ``ReadOnlySqlExtension``: analysts' SQL may only read (a Spark session extension: an
+  allow-list of parsed statements before analysis, and a check of every analyzed plan).
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import tempfile
+import zipfile
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pyspark
+
+from lakehouse import storage
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from lakehouse.config import Settings
+
+JAR_NAME = "lakehouse-serving.jar"
+SOURCES = Path(__file__).parent / "java"
+READ_ONLY = "lakehouse.serving.ReadOnlySqlExtension"
+DELTA_EXTENSION = "io.delta.sql.DeltaSparkSessionExtension"
+ALLOW_WRITES = "spark.lakehouse.sql.allowWrites"
+
+
+def jar_path(settings: Settings) -> Path:
+    return settings.jars_dir / JAR_NAME
+
+
+def build_jar(destination: Path) -> Path:
+    """Compile every ``java/*.java`` against pyspark's jars (needs a JDK's ``javac``)."""
+    classpath = str(Path(pyspark.__file__).parent / "jars" / "*")
+    sources = [str(path) for path in sorted(SOURCES.glob("*.java"))]
+    with tempfile.TemporaryDirectory() as classes:
+        subprocess.run(["javac", "--release", "17", "-cp", classpath, "-d", classes, *sources], check=True)
+        destination.parent.mkdir(parents=True, exist_ok=True)
+        with zipfile.ZipFile(destination, "w", zipfile.ZIP_DEFLATED) as jar:
+            jar.writestr("META-INF/MANIFEST.MF", "Manifest-Version: 1.0\n")
+            for path in sorted(Path(classes).rglob("*.class")):
+                jar.write(path, path.relative_to(classes).as_posix())
+    return destination
+
+
+def read_only_conf(extensions: str | None, *, allow_writes: bool) -> dict[str, str]:
+    """Spark settings of a serving process: the read-only extension listed after Delta's (it
+    must wrap Delta's parser), and the operator's switch, fixed at launch."""
+    listed = [
+        e.strip() for e in (extensions or DELTA_EXTENSION).split(",") if e.strip() and e.strip() != READ_ONLY
+    ]
+    return {"spark.sql.extensions": ",".join([*listed, READ_ONLY]), ALLOW_WRITES: str(allow_writes).lower()}
+
+
+def read_only_installed(spark: SparkSession) -> bool:
+    """Whether ``spark``'s JVM enforces read-only SQL (its first session listed the extension)."""
+    try:
+        return bool(storage.jvm(spark).lakehouse.serving.ReadOnlySqlExtension.isInstalled(_java(spark)))
+    except Exception:  # py4j: the class is not on the class path
+        return False
+
+
+def trust(spark: SparkSession) -> None:
+    """Let ``spark`` (the serving process's own session, which keeps the catalog) write."""
+    storage.jvm(spark).lakehouse.serving.ReadOnlySqlExtension.trust(_java(spark))
+
+
+def _java(spark: SparkSession) -> object:
+    return spark._jsparkSession  # noqa: SLF001  # the extension works on the JVM session
+
+
+if __name__ == "__main__":
+    from lakehouse.config import settings
+
+    if sys.argv[1:] != ["build"]:
+        sys.exit("usage: python -m lakehouse.serving.jvm build")
+    print(f"built {build_jar(jar_path(settings()))}")
