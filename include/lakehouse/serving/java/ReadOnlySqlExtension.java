@@ -407,7 +407,9 @@ public final class ReadOnlySqlExtension extends AbstractFunction1<SparkSessionEx
         // Hive applies the JVM's system properties to every HiveConf, and the Thrift server copies
         // a HiveConf's "overridden" entries into each JDBC session: server-set, not client-set.
         boolean serverSet = value.equals(pristineConf.get(key)) || value.equals(System.getProperty(key));
-        if (!serverSet && !SET_BY_SPARK.contains(key) && !settable.contains(key)) {
+        // JDBC clients (beeline) set the result set's fetch size: it only paginates results
+        boolean clientPaging = key.startsWith("hive.server2.thrift.resultset.");
+        if (!serverSet && !clientPaging && !SET_BY_SPARK.contains(key) && !settable.contains(key)) {
           changed.add(key);
         }
       }
