@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from pyspark.testing import assertDataFrameEqual
 
-from lakehouse.batch import backfill
+from lakehouse.batch import ShrinkRefused, backfill
 from lakehouse.generators import Landing
 from lakehouse.lake import Lake
 from lakehouse.slices import Slice
@@ -97,3 +97,40 @@ def test_upsert_backfill_merges_latest_and_full_refresh_rebuilds(
     assertDataFrameEqual(status(), truth, checkRowOrder=False)
     backfill(spark, streamed, iot, Slice(), ["gold.device_status"])
     assertDataFrameEqual(status(), truth, checkRowOrder=False)
+
+
+def test_a_backfill_refuses_to_shrink_a_slice_unless_allowed(
+    spark, read, streamed: Lake, iot: Pipeline
+) -> None:
+    bronze = lambda: read(streamed, "bronze.device_events")  # noqa: E731
+    before = bronze().count()
+    landing = Path(streamed.landing("iot", "device_events"))
+    pruned = sorted(landing.glob("*.json"))[0]
+    pruned.unlink()  # retention pruned the landing zone: its lines exist only in bronze now
+    hour = Slice(START, START + timedelta(hours=1))
+    with pytest.raises(
+        ShrinkRefused, match=r"would replace [\d,]+ rows \(table and quarantine\) with [\d,]+"
+    ) as refused:
+        backfill(spark, streamed, iot, hour, ["bronze.device_events"])
+    assert "--allow-shrink" in str(refused.value) and "landing files pruned" in str(refused.value)
+    assert bronze().count() == before, "nothing was written"
+    backfill(spark, streamed, iot, hour, ["bronze.device_events"], allow_shrink=True)
+    assert bronze().count() < before
+
+
+def test_bronze_lines_without_an_event_time_are_kept_by_backfills_and_full_refreshes(
+    spark, read, lake: Lake, iot: Pipeline, iot_landing: Landing
+) -> None:
+    generate(iot_landing, events=200, seed=5, start=START, malformed_fraction=0.2, duplicate_fraction=0)
+    with StreamRunner(spark, lake, iot) as runner:
+        runner.run_incremental([iot.table("bronze.device_events")])
+    streamed = snapshot(spark, read(lake, "bronze.device_events")).drop("_ingested_at")
+    untimed = streamed.where("event_time IS NULL").count()
+    assert untimed > 0, "some malformed lines have no event time"
+    arrived = min(p.stat().st_mtime for p in Path(lake.landing("iot", "device_events")).glob("*.json"))
+    around = datetime.fromtimestamp(arrived, tz=UTC)
+    for slice_ in (Slice(), Slice(around - timedelta(hours=1), around + timedelta(hours=1))):
+        backfill(spark, lake, iot, slice_, ["bronze.device_events"])
+        batch = read(lake, "bronze.device_events").drop("_ingested_at")
+        assert batch.where("event_time IS NULL").count() == untimed, slice_.label
+        assertDataFrameEqual(batch, streamed, checkRowOrder=False)  # stream = batch for bronze

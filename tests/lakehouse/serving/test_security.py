@@ -83,7 +83,9 @@ def test_jdbc_clients_can_read_and_nothing_else(served, demo) -> None:
         with pytest.raises(Exception) as caught:
             served.query(sql)
         refused[name] = engine_message(str(caught.value))
-    assert {name: REFUSED in message for name, message in refused.items()} == dict.fromkeys(ATTACKS, True), refused
+    assert {name: REFUSED in message for name, message in refused.items()} == dict.fromkeys(ATTACKS, True), (
+        refused
+    )
     assert "file paths cannot be queried as tables" in refused["a file as a table"]
     assert "reflect is not allowed" in refused["reflect"]
     assert snapshot(demo.lake) == before, "the lake changed"
@@ -139,6 +141,6 @@ def test_lakehouse_sql_is_read_only_too_and_operators_can_allow_writes(demo, cli
 
 
 def test_a_password_protected_server_refuses_anonymous_logins(secured) -> None:
-    with pytest.raises(Exception, match="Error validating the login|authentication"):
+    with pytest.raises(Exception, match=r"Error validating the login|authentication"):
         secured.query("SELECT 1", user="nobody", password="wrong")
     assert secured.query("SELECT 1") == [(1,)]
