@@ -428,7 +428,8 @@ class LeaseKeeper:
                     self.flows.append(flow)
             except LeaseHeld as exc:
                 if not skip_held:
-                    self.release()
+                    for taken in list(self.flows):  # all or none; pause requests stay
+                        self.release(taken)
                     raise
                 skipped.append(exc)
         if self.flows:
