@@ -10,10 +10,9 @@ against a real continuous driver (``lakehouse run iot --trigger continuous``, a 
   micro-batch is in flight (an offset is logged and its commit is not: the Delta commit of the
   batch is being written or about to be);
 - ``restart``: a new driver, resuming from the checkpoints;
-- ``backfill``: a random past hour of silver (and, downstream, gold) recomputed in this process
-  while the stream keeps writing the same tables and new hours keep landing. It starts once the
-  stream has caught up: gold windows still open in the stream's state would be overwritten by its
-  next update of them (see the limits in the README's "Proving it" section).
+- ``backfill``: what the scheduled ``iot_backfill`` DAG runs (every flow, ``--downstream``) over
+  a random day, in this process, while the driver streams, lags behind, and new hours, late and
+  too-late events keep landing: the flows pause for it (``lakehouse.coordination``).
 
 At the end every flow drains, then the verdict: every landing line once in bronze or its
 quarantine; every valid event id exactly once in silver, except events that came too late
@@ -143,6 +142,12 @@ class Driver:
                 return True
         return False
 
+    def running(self) -> bool:
+        """Every flow's query has started in this driver (its log says so)."""
+        path = self.log_dir / f"driver-{self.starts}.log"
+        text = " ".join(path.read_text(errors="replace").split()) if path.exists() else ""
+        return all(f"iot.{flow} started" in text for flow in self.flows)
+
     def log_tail(self, lines: int = 30) -> str:
         path = self.log_dir / f"driver-{self.starts}.log"
         return "\n".join(path.read_text(errors="replace").splitlines()[-lines:]) if path.exists() else ""
@@ -244,20 +249,22 @@ class Script:
         self.figures.restarts += 1
 
     def backfill(self) -> None:
-        """A random past hour of silver (and gold downstream), concurrently with the stream."""
-        from lakehouse.batch import backfill
+        """What the scheduled backfill DAG runs (every flow, downstream) over a random day of
+        what landed, beside the running (and maybe lagging) stream."""
+        from lakehouse.config import Settings
+        from lakehouse.coordination import backfill
         from lakehouse.slices import Slice
 
-        hour = self.rng.randrange(0, self.hours - 2)
-        slice_ = Slice(START + timedelta(hours=hour), START + timedelta(hours=hour + 1))
+        day = self.rng.randrange(0, self.hours // 24 + 1)
+        slice_ = Slice(START + timedelta(days=day), START + timedelta(days=day + 1))
+        settings = Settings(root=self.lake.root, lease_ttl_seconds=30)
 
         def run() -> None:
             try:
-                backfill(self.spark, self.lake, self.pipeline, slice_, [SILVER], downstream=True)
+                backfill(self.spark, settings, self.pipeline, slice_, downstream=True, pause_timeout=600)
             except Exception as exc:  # reported as a violation: a backfill must succeed
                 self.backfill_error.append(f"backfill {slice_.label} failed: {exc}")
 
-        self.settle()  # the stream has caught up (see the module doc)
         self.backfill_thread = threading.Thread(target=run, name="stress-backfill")
         self.backfill_thread.start()
         self.figures.backfills += 1
@@ -269,7 +276,8 @@ class Script:
             self.backfill_thread = None
 
     def settle(self, timeout: float = 600) -> None:
-        """Wait until the (restarted if dead) driver has carried every landed line to gold."""
+        """Wait until the (restarted if dead) driver runs every flow and has carried every landed
+        line to gold (a backfill may have written them all already: the streams must still run)."""
         if not self.driver.alive:
             self.restart()
         deadline = time.monotonic() + timeout
@@ -284,7 +292,12 @@ class Script:
                 state = None
             if state != last:
                 stable_since, last = time.monotonic(), state
-            done = state is not None and state[0] >= self.figures.lines and not self.driver.in_flight()
+            done = (
+                state is not None
+                and state[0] >= self.figures.lines
+                and self.driver.running()
+                and not self.driver.in_flight()
+            )
             if done and time.monotonic() - stable_since > 4:  # 4 quiet 1-second triggers
                 return
             time.sleep(0.5)
@@ -297,9 +310,12 @@ class Script:
     def applicable(self) -> dict[str, int]:
         """Actions that make sense now, with their weights (like Spark's stress test)."""
         busy = self.backfill_thread is not None and self.backfill_thread.is_alive()
-        actions = {"land": 3, "kill" if self.driver.alive else "restart": 3}
-        if not busy:  # concurrent with a backfill, only new hours arrive (see the module doc)
-            actions["too_late"] = 1
+        actions = {"land": 3, "too_late": 1}
+        if self.driver.alive:
+            actions["kill"] = 3
+        elif not busy:  # the backfill holds the flows: the monitor leaves them to it
+            actions["restart"] = 3
+        if not busy:
             actions["backfill"] = 2
         return actions
 

@@ -84,6 +84,12 @@ class Settings(BaseSettings):
         description="Hours of removed files VACUUM keeps for time travel (Delta's default, 7 days); "
         "raised automatically for streams that lag behind.",
     )
+    vacuum_margin_hours: float = Field(
+        default=1.0,
+        ge=0,
+        description="Hours VACUUM keeps on top of the lag of the slowest reader (stream or backfill), "
+        "for readers that start between the check and the VACUUM.",
+    )
     ops_retention_days: float = Field(
         default=30.0,
         gt=0,

@@ -8,15 +8,20 @@ upstream never reach a downstream stream. So a backfill of a pipeline's flows:
 1. **takes the flows' leases**: the driver of each running flow is asked to pause it at a batch
    boundary (a pause request, ``lakehouse.control``) and hands its lease over; an incremental
    run holding a flow finishes first. Other flows keep running.
-2. **catches the paused streams up** from their checkpoints (``availableNow``), so that each has
-   consumed everything there is, and then reads each source as its stream consumed it (the
-   files in its checkpoint, its Kafka offsets): what lands meanwhile waits for the stream.
+2. **catches the flows' streams up** from their checkpoints (``availableNow``; a flow never run
+   as a stream gets its checkpoint now), so that each has consumed everything there is, and then
+   reads each source as its stream consumed it (the files in its checkpoint, its Kafka offsets):
+   what lands meanwhile waits for the stream. A stream started later resumes where the backfill
+   read, instead of reading everything again (a keyless table would get it twice, an aggregate's
+   windows would be overwritten from rows the backfill replaced).
 3. **recomputes only what the streams have closed** for windowed aggregates and flows with
-   per-key state: windows and timers still open in a stream's state are the stream's to finish.
+   per-key state, and their upstreams in the same backfill: windows and timers still open in a
+   stream's state are the stream's to finish.
 4. **recomputes** the slices (``lakehouse.batch``), refusing to shrink one unless asked;
 5. **gives the flows back**: each driver resumes from its checkpoint with the rest.
 
-Flows never run as a stream (no checkpoint) are read whole, as before.
+The cost: a first backfill of flows never streamed reads their inputs twice (the catch-up,
+then the slice).
 """
 
 from __future__ import annotations
@@ -24,7 +29,8 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from typing import TYPE_CHECKING
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any
 
 from lakehouse.batch import BackfillStep, plan, recompute
 from lakehouse.checkpoints import Checkpoint
@@ -38,8 +44,7 @@ from lakehouse.stream import StreamRunner
 from lakehouse.times import floor_to
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
-    from datetime import datetime
+    from collections.abc import Mapping, Sequence
 
     from pyspark.sql import SparkSession
 
@@ -72,17 +77,14 @@ def backfill(
         keeper = take_over(control, names, settings.lease_ttl_seconds, pause_timeout)
         try:
             checkpoints = {t.name: Checkpoint(spark, lake.checkpoint(pipeline.name, t.name)) for t, _ in work}
-            streamed = [t for t, _ in work if checkpoints[t.name].exists]
-            if streamed:
-                log.info("catching up %d stream(s) before the backfill: %s", len(streamed), _names(streamed))
-                with StreamRunner(spark, lake, pipeline) as runner:
-                    runner.run_incremental(streamed)
+            tables = [t for t, _ in work]
+            log.info("catching up %d stream(s) before the backfill: %s", len(tables), _names(tables))
+            with StreamRunner(spark, lake, pipeline) as runner:
+                runner.run_incremental(tables)
             if keeper.lost.is_set():
                 raise OperationFailed(f"{pipeline.name}: the backfill lost its leases; nothing was written")
             cuts = {t.name: cut for t, _ in work if (cut := consumed(t, checkpoints[t.name])) is not None}
-            closed = [
-                (t, part) for t, s in work if (part := closed_part(t, s, checkpoints[t.name])) is not None
-            ]
+            closed = closed_parts(pipeline, work, checkpoints)
             return recompute(spark, lake, pipeline, closed, cuts=cuts, allow_shrink=allow_shrink)
         finally:
             keeper.close()
@@ -122,44 +124,70 @@ def take_over(control: FlowControl, flows: list[str], ttl: float, timeout: float
 
 
 def consumed(table: Table, checkpoint: Checkpoint) -> Cut | None:
-    """What a backfill of ``table`` reads of its source: what its stream consumed (or ``None``:
-    all of it, for a table never run as a stream, or one reading other tables)."""
-    if table.source is None or not checkpoint.exists:
-        return None
-    if isinstance(table.source, JsonFiles):
-        return Cut(files=tuple(checkpoint.consumed_files()))
+    """What a backfill of ``table`` reads of its source once its stream caught up: what the
+    stream consumed (``None``: a table reading other tables reads them whole)."""
+    if isinstance(table.source, JsonFiles):  # (no commit: the stream found nothing yet)
+        return Cut(files=tuple(checkpoint.consumed_files()) if checkpoint.exists else ())
     if isinstance(table.source, KafkaTopic):
-        return Cut(kafka_offsets=checkpoint.kafka_offsets())
+        return Cut(kafka_offsets=checkpoint.kafka_offsets() if checkpoint.exists else "")
     return None
 
 
-def closed_part(table: Table, slice_: Slice, checkpoint: Checkpoint) -> Slice | None:
-    """The part of ``slice_`` of ``table`` its stream will not change any more (``None``: none).
+def closed_parts(
+    pipeline: Pipeline, work: Sequence[tuple[Table, Slice]], checkpoints: Mapping[str, Checkpoint]
+) -> list[tuple[Table, Slice]]:
+    """``work`` limited to what the streams will not change any more (tables left out: nothing).
 
-    Windows of an aggregate are final once the watermark passed their end; rows of a flow with
-    per-key state once it passed their time. Other flows' rows never change afterwards.
+    A windowed aggregate's windows are final once its watermark passed their end; a flow with
+    per-key state, its rows once the watermark passed their time (less its timeout for its
+    inputs). An upstream of such a table in the same backfill stops there too: rows it restored
+    later (e.g. events its stream dropped as too late) would reach a window still open in the
+    downstream stream's state, which would then overwrite them.
     """
+    ends: dict[str, datetime | None] = {}
+    in_plan = {t.name for t, _ in work}
+    for table, _ in reversed(work):  # downstream first
+        end = _closed_end(table, checkpoints[table.name])
+        for reader in pipeline.downstream(table.name):
+            if reader.name in in_plan and (limit := ends.get(reader.name, _OPEN)) is not _OPEN:
+                reach = reader.state.timeout_delta if reader.state is not None else timedelta(0)
+                limited = limit - reach if limit is not None else None
+                end = limited if end is _OPEN else _earliest(end, limited)
+        ends[table.name] = end
+    kept = []
+    for table, slice_ in work:
+        end = ends[table.name]
+        if end is _OPEN or (slice_.end is not None and end is not None and slice_.end <= end):
+            kept.append((table, slice_))
+        elif end is None or (slice_.start is not None and slice_.start >= end):
+            log.warning(
+                "%s: %s is still open in a stream's state (or its downstream's): the streams complete it",
+                table.name, slice_.label,
+            )  # fmt: skip
+        else:
+            log.warning(
+                "%s: recomputing only up to %s; the rest of %s is still open in a stream's state (or its "
+                "downstream's), which completes it", table.name, end.isoformat(), slice_.label,
+            )  # fmt: skip
+            kept.append((table, Slice(slice_.start, end)))
+    return kept
+
+
+_OPEN: Any = object()  # no limit
+
+
+def _earliest(a: datetime | None, b: datetime | None) -> datetime | None:
+    return None if a is None or b is None else min(a, b)
+
+
+def _closed_end(table: Table, checkpoint: Checkpoint) -> Any:
+    """Where ``table``'s own stream has closed event time: ``_OPEN`` (it never changes rows it
+    wrote), ``None`` (nothing closed yet) or the end of what is final."""
     if not (isinstance(table.write, Aggregate) or table.state is not None) or not checkpoint.exists:
-        return slice_
+        return _OPEN
     watermark = checkpoint.watermark()
-    end = _closed_end(table, watermark) if watermark else None
-    if end is None or (slice_.start is not None and slice_.start >= end):
-        log.warning(
-            "%s: %s is still open in its stream's state (watermark %s): the stream completes it",
-            table.name, slice_.label, watermark or "not set yet",
-        )  # fmt: skip
+    if watermark is None:
         return None
-    if slice_.end is not None and slice_.end <= end:
-        return slice_
-    log.warning(
-        "%s: recomputing only up to %s (its stream's watermark is %s); the rest of %s is still "
-        "open in the stream's state, which completes it",
-        table.name, end.isoformat(), watermark, slice_.label,
-    )  # fmt: skip
-    return Slice(slice_.start, end)
-
-
-def _closed_end(table: Table, watermark: datetime) -> datetime:
     if isinstance(table.write, Aggregate):
         window = table.write.window
         return floor_to(watermark - window.size_delta, window.slide_delta) + window.slide_delta

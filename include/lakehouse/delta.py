@@ -112,8 +112,10 @@ def clear_uncommitted_log(spark: SparkSession, path: str) -> None:
     it, so the restarted driver would die at start forever. No commit means no table.
     """
     log_dir = f"{path.rstrip('/')}/_delta_log"
+    if not storage.exists(spark, log_dir):
+        return
     entries = storage.names(spark, log_dir)
-    if not entries or any(_COMMIT_FILE.match(entry) for entry in entries):
+    if any(_COMMIT_FILE.match(entry) for entry in entries):
         return
     log.warning("%s: removing a _delta_log without commits (a creation was interrupted): %s", path, entries)
     storage.remove_tree(spark, log_dir)

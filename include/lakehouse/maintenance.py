@@ -4,9 +4,11 @@ Streams commit a few small files per micro-batch; OPTIMIZE bin-packs them (a ``d
 rewrite, which streams reading the table skip). VACUUM then deletes files no snapshot within the
 retention needs. The retention is never below:
 
-- the requested one (default 7 days, Delta's own default for time travel), and
-- the lag of the slowest stream reading the table (from its checkpoint: the commit time of the
-  table version it has yet to read), plus a margin, so that a stream that was down does not
+- the requested one (default 7 days; a request below Delta's default of 7 days is refused
+  unless forced with ``--force``: time travel and readers of older versions need those files);
+- the lag of the slowest stream reading the table, in any pipeline (from its checkpoint: the
+  commit time of the table version it has yet to read), and the age of the longest-running
+  backfill, plus a margin (``vacuum_margin_hours``), so that a stream that was down does not
   come back to find the files it still has to read vacuumed.
 
 The ``lakehouse_maintenance`` DAG runs it through ``lakehouse maintain`` (spark-submit).
@@ -37,7 +39,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("lakehouse.maintenance")
 
-LAG_MARGIN = timedelta(hours=1)
 DELTA_DEFAULT_HOURS = 168.0  # delta.deletedFileRetentionDuration's default: 7 days
 
 
@@ -126,7 +127,7 @@ def safe_retention_hours(
         )
     lag = reader_lag(spark, Lake.from_settings(settings), readers, table)
     busy = oldest_backfill(settings, readers)
-    needed = (max(lag, busy) + LAG_MARGIN).total_seconds() / 3600
+    needed = max(lag, busy).total_seconds() / 3600 + settings.vacuum_margin_hours
     if needed > requested:
         log.warning(
             "%s: a reader is %s behind (slowest stream %s, longest backfill %s): VACUUM keeps %.1f h "

@@ -66,7 +66,7 @@ def _ensure_dir(path: str) -> None:
 class Cut:
     """The part of a source a backfill reads: what the table's stream has consumed (see
     ``lakehouse.checkpoints``), so that the stream, resuming, reads exactly the rest. ``None``
-    fields: everything there is."""
+    fields: everything there is; empty ones (``()``, ``""``): nothing."""
 
     files: tuple[str, ...] | None = None
     kafka_offsets: str | None = None
@@ -176,7 +176,8 @@ def read_kafka(
 ) -> DataFrame:
     """Kafka records -> parsed bronze rows, each with its key, value, topic, partition, offset
     and timestamp. Streams resume from the offsets in their checkpoint; a batch (backfill) reads
-    every retained record from the earliest offsets, to the latest or to ``ending_offsets``."""
+    every retained record from the earliest offsets, to the latest or to ``ending_offsets``
+    (``""``: none)."""
     source = table.source
     assert isinstance(source, KafkaTopic)
     reader = spark.readStream if streaming else spark.read
@@ -207,6 +208,8 @@ def read_kafka(
         F.col("timestamp").alias("_kafka_timestamp"),
         F.col("timestamp").alias(ARRIVAL_TIME),
     )
+    if ending_offsets == "":  # nothing consumed yet (an empty Cut): an empty read
+        records = records.where(F.lit(False))
     return parse_json(records, source.columns, carry=(*KAFKA_COLUMNS, ARRIVAL_TIME))
 
 

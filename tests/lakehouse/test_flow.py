@@ -9,7 +9,7 @@ import pytest
 from lakehouse.batch import plan
 from lakehouse.flow import dedupe
 from lakehouse.slices import Slice, affected_slice, input_slice
-from lakehouse.spec import Pipeline
+from lakehouse.spec import Aggregate, Pipeline
 from lakehouse.times import floor_to
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
@@ -40,7 +40,8 @@ def test_windows_read_ahead_by_their_size_and_cascade_to_overlapping_windows(iot
     assert affected_slice(stats, Slice(at(1, 3), at(2))) == Slice(at(0, 55), at(2))
     status = iot.table("gold.device_status")
     assert input_slice(status, hour) == hour and affected_slice(status, hour) == hour
-    assert floor_to(at(1, 7), stats.window.slide_delta) == at(1, 5)  # type: ignore[union-attr]
+    assert isinstance(stats.write, Aggregate)
+    assert floor_to(at(1, 7), stats.write.window.slide_delta) == at(1, 5)
 
 
 def test_backfill_plan_with_and_without_downstream(iot: Pipeline) -> None:

@@ -4,15 +4,11 @@ themselves run against a real broker in tests/pipelines/iot/test_kafka.py."""
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
-
 import pytest
+from attrs import evolve
 
 from lakehouse.sources import kafka_servers
-from lakehouse.spec import KafkaTopic, SpecError, Table
+from lakehouse.spec import KafkaTopic, Pipeline, SpecError, Table
 
 SCHEMA = "id STRING NOT NULL, at TIMESTAMP NOT NULL"
 
@@ -44,31 +40,37 @@ def test_event_time_must_be_in_the_value_schema() -> None:
         Table("bronze.orders", source=KafkaTopic(schema=SCHEMA, topics=["o"]), event_time="ts")
 
 
-def test_brokers_come_from_the_declaration_or_the_configuration(monkeypatch: pytest.MonkeyPatch) -> None:
-    from lakehouse.config import settings
-
+def test_brokers_come_from_the_declaration_or_the_configuration() -> None:
     table = Table("bronze.orders", source=KafkaTopic(schema=SCHEMA, topics=["o"]))
-    monkeypatch.delenv("LAKEHOUSE_KAFKA_BOOTSTRAP_SERVERS", raising=False)
-    settings.cache_clear()
     with pytest.raises(SpecError, match="LAKEHOUSE_KAFKA_BOOTSTRAP_SERVERS=host:9092"):
         kafka_servers(table.source, table)
-    assert kafka_servers(KafkaTopic(schema=SCHEMA, topics=["o"], bootstrap_servers="b:1"), table) == "b:1"
-    monkeypatch.setenv("LAKEHOUSE_KAFKA_BOOTSTRAP_SERVERS", "k1:9092,k2:9092")
-    settings.cache_clear()
-    assert kafka_servers(table.source, table) == "k1:9092,k2:9092"
-    settings.cache_clear()
+    own = KafkaTopic(schema=SCHEMA, topics=["o"], bootstrap_servers="b:1")
+    assert kafka_servers(own, table) == "b:1"
+    deployed = Pipeline("p", tables=[table]).configured("kafka", "k1:9092,k2:9092").table("bronze.orders")
+    assert kafka_servers(deployed.source, deployed) == "k1:9092,k2:9092"
+    kept = (
+        Pipeline("p", tables=[evolve(table, source=own)])
+        .configured("kafka", "k1:9092")
+        .table("bronze.orders")
+    )
+    assert kept.source.bootstrap_servers == "b:1"  # a declaration's own brokers win
 
 
 @pytest.mark.parametrize(("ingest", "kind"), [("files", "JsonFiles"), ("kafka", "KafkaTopic")])
-def test_iot_bronze_source_is_chosen_by_configuration(ingest: str, kind: str) -> None:
-    code = (
-        "import json; from lakehouse.registry import discover; t = discover('pipelines')['iot']"
-        ".table('bronze.device_events'); print(json.dumps([type(t.source).__name__, t.source.schema]))"
-    )
-    env = {**os.environ, "LAKEHOUSE_INGEST": ingest}
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
-    found, schema = json.loads(out.stdout.strip().splitlines()[-1])
-    assert found == kind and "event_id STRING NOT NULL" in schema
+def test_iot_bronze_source_is_chosen_by_configuration(
+    monkeypatch: pytest.MonkeyPatch, ingest: str, kind: str
+) -> None:
+    from lakehouse.cli.kit import load_pipeline
+    from lakehouse.config import settings
+
+    monkeypatch.setenv("LAKEHOUSE_INGEST", ingest)
+    monkeypatch.setenv("LAKEHOUSE_KAFKA_BOOTSTRAP_SERVERS", "k:9092")
+    settings.cache_clear()
+    try:
+        source = load_pipeline("iot").table("bronze.device_events").source
+    finally:
+        settings.cache_clear()
+    assert type(source).__name__ == kind and "event_id STRING NOT NULL" in source.schema
 
 
 def test_an_unknown_ingest_is_refused() -> None:

@@ -207,7 +207,7 @@ def _from_spec(pipeline: Pipeline, table: Table) -> dict[str, Any]:
     return {
         "pipeline": pipeline.name,
         "description": table.description,
-        "write": table.write.describe(),
+        "write": table.write.kind,
         "keys": tuple(table.keys),
         "event_time": table.event_time,
         "watermark": table.watermark,

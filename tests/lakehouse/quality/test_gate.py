@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from attrs import evolve
+from pyspark.sql import functions as F
 
 from lakehouse.batch import backfill
 from lakehouse.generators import Landing
@@ -113,7 +114,7 @@ def test_a_replayed_micro_batch_quarantines_its_rows_once(spark, lake: Lake, iot
         [(i, d, k, s, START + timedelta(minutes=m), lo, hi, t, r) for i, d, k, s, m, lo, hi, t, r in rows],
         "event_id STRING, device STRING, device_type STRING, signal DOUBLE, event_time TIMESTAMP, "
         "min_signal DOUBLE, max_signal DOUBLE, alert_threshold DOUBLE, registered BOOLEAN",
-    )
+    ).withColumn("event_date", F.to_date("event_time"))  # silver's partition column
     from delta.tables import DeltaTable
 
     gate = QualityGate(lake, iot, iot.table(SILVER))
