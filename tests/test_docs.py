@@ -88,3 +88,15 @@ def test_links_between_pages_point_at_files() -> None:
             if "://" in target:
                 continue
             assert (page.parent / target).exists(), f"{page.name} links to {target}, which does not exist"
+
+
+def test_every_setting_is_in_the_configuration_table() -> None:
+    from lakehouse.config import Settings
+
+    table = (REPO / "docs" / "operate.md").read_text().split("## Configuration", 1)[1]
+    missing = [
+        f"LAKEHOUSE_{name.upper()}"
+        for name in Settings.model_fields
+        if f"`LAKEHOUSE_{name.upper()}`" not in table
+    ]
+    assert not missing, f"docs/operate.md's configuration table lacks {missing}"

@@ -51,6 +51,9 @@ def _engine(
 
     conf = settings()
     if server:
+        generated = conf.platform_dir / "analyst.password"  # `make up`'s analyst login
+        if user is None and password is None and generated.exists():
+            user, password = "analyst", generated.read_text().strip()
         return RemoteEngine(host or conf.serve_host, port or conf.serve_port, user, password)
     err.print("[dim]starting Spark and registering the tables ...[/]", markup=True)
     if logging.getLogger().getEffectiveLevel() > logging.DEBUG:  # -v shows each registration
@@ -132,7 +135,12 @@ def sql(
     ] = False,
     host: Annotated[str | None, typer.Option(help="Server host (default LAKEHOUSE_SERVE_HOST).")] = None,
     port: Annotated[int | None, typer.Option(help="Server port (default LAKEHOUSE_SERVE_PORT).")] = None,
-    user: Annotated[str | None, typer.Option(help="User name for the server (default: you).")] = None,
+    user: Annotated[
+        str | None,
+        typer.Option(
+            help="User name for the server (default: `make up`'s analyst login if there is one, else you)."
+        ),
+    ] = None,
     password: Annotated[
         str | None,
         typer.Option(envvar="LAKEHOUSE_SQL_PASSWORD", help="Password, when the server asks for one."),
