@@ -8,14 +8,13 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from lakehouse import times
-from lakehouse.monitoring.ops_tables import append_rows, read_table
+from lakehouse.monitoring.ops_tables import ALERTS_TABLE, append_rows, read_table
 
 if TYPE_CHECKING:
     import polars as pl
 
     from lakehouse.lake import Lake
 
-ALERTS_TABLE = "ops.alerts"
 SCHEMA = pa.schema(
     [
         ("raised_at", pa.timestamp("us", tz="UTC")),

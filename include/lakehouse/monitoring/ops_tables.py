@@ -12,6 +12,13 @@ from deltalake import DeltaTable, write_deltalake
 if TYPE_CHECKING:
     import pyarrow.compute as pc
 
+# The platform's own tables, each with the column that says when a row was recorded (upkeep
+# expires rows by it). Named here, one place, so writers and upkeep agree without importing each other.
+PROGRESS_TABLE = "ops.stream_progress"
+RESULTS_TABLE = "ops.quality_results"
+ALERTS_TABLE = "ops.alerts"
+OPS_TABLES = {PROGRESS_TABLE: "recorded_at", RESULTS_TABLE: "recorded_at", ALERTS_TABLE: "raised_at"}
+
 
 def rs_uri(path: str) -> str:
     """delta-rs spells Hadoop's ``s3a://`` as ``s3://``; local paths pass through."""

@@ -20,7 +20,7 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lakehouse.monitoring.ops_tables import append_rows, read_table
+from lakehouse.monitoring.ops_tables import PROGRESS_TABLE, append_rows, read_table
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -29,7 +29,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("lakehouse.progress")
 
-PROGRESS_TABLE = "ops.stream_progress"
 
 SCHEMA = pa.schema(
     [

@@ -11,18 +11,12 @@ from typing import TYPE_CHECKING
 from deltalake import DeltaTable
 
 from lakehouse import times
-from lakehouse.monitoring.alerts import ALERTS_TABLE
-from lakehouse.monitoring.ops_tables import exists, rs_uri
-from lakehouse.monitoring.progress import PROGRESS_TABLE
-from lakehouse.quality.results import RESULTS_TABLE
+from lakehouse.monitoring.ops_tables import OPS_TABLES, exists, rs_uri
 
 if TYPE_CHECKING:
     from lakehouse.lake import Lake
 
 log = logging.getLogger("lakehouse.maintenance")
-
-# Each ops table and the column that says when a row was recorded.
-OPS_TABLES = {PROGRESS_TABLE: "recorded_at", RESULTS_TABLE: "recorded_at", ALERTS_TABLE: "raised_at"}
 
 
 def maintain_ops_tables(lake: Lake, retention_days: float) -> list[str]:

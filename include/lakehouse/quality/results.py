@@ -18,12 +18,11 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 import pyarrow as pa
 
-from lakehouse.monitoring.ops_tables import append_rows, read_table
+from lakehouse.monitoring.ops_tables import RESULTS_TABLE, append_rows, read_table
 
 if TYPE_CHECKING:
     from lakehouse.lake import Lake
 
-RESULTS_TABLE = "ops.quality_results"
 
 SCHEMA = pa.schema(
     [
