@@ -22,6 +22,7 @@ SOURCE_FILE = "_source_file"  # the landing file a line came from
 ARRIVAL_TIME = "_arrival_time"  # when it landed: the file's modification time, the Kafka timestamp
 INGESTED_AT = "_ingested_at"  # when bronze wrote it
 BRONZE_METADATA = (RAW_RECORD, PARSE_ERROR, RESCUED, SOURCE_FILE, ARRIVAL_TIME, INGESTED_AT)
+LANDED = (SOURCE_FILE, ARRIVAL_TIME, INGESTED_AT)  # where and when a row landed, not what it says
 
 
 def names(value: str | Sequence[str]) -> tuple[str, ...]:

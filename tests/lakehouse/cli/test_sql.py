@@ -15,6 +15,10 @@ from lakehouse.cli import app
 from lakehouse.config import settings
 
 runner = CliRunner()
+# In-process ``lakehouse sql`` shares the test session's JVM, which was started without the
+# read-only guard (streams in it must write); read-only SQL is proven on serving processes of
+# their own (tests/lakehouse/serving/test_security.py).
+IN_PROCESS_SQL = ("sql", "--allow-writes")
 BY_TYPE = "SELECT device_type, count(*) AS events FROM silver.device_events GROUP BY device_type ORDER BY device_type"
 
 
@@ -45,7 +49,7 @@ def test_every_serving_command_has_help(command: str) -> None:
 @pytest.mark.slow
 def test_sql_prints_an_aligned_table_csv_or_json(spark, on_demo) -> None:
     expected = _events_by_type(on_demo)
-    table = runner.invoke(app, ["sql", BY_TYPE])
+    table = runner.invoke(app, [*IN_PROCESS_SQL, BY_TYPE])
     assert table.exit_code == 0, table.output
     lines = table.stdout.splitlines()
     body = lines[:-1]
@@ -56,30 +60,32 @@ def test_sql_prints_an_aligned_table_csv_or_json(spark, on_demo) -> None:
     assert cells == expected
     assert body[3].split("|")[2].startswith(" ")  # numbers right-aligned
 
-    as_csv = runner.invoke(app, ["sql", "--format", "csv", BY_TYPE])
+    as_csv = runner.invoke(app, [*IN_PROCESS_SQL, "--format", "csv", BY_TYPE])
     rows = list(csv.reader(io.StringIO(as_csv.stdout)))
     assert rows[0] == ["device_type", "events"] and {r[0]: int(r[1]) for r in rows[1:]} == expected
 
-    as_json = runner.invoke(app, ["sql", "--format", "json", BY_TYPE])
+    as_json = runner.invoke(app, [*IN_PROCESS_SQL, "--format", "json", BY_TYPE])
     assert {r["device_type"]: r["events"] for r in json.loads(as_json.stdout)} == expected
 
 
 @pytest.mark.slow
 def test_sql_errors_show_the_engine_message_exit_1_and_no_stack_trace(spark, on_demo) -> None:
-    result = runner.invoke(app, ["sql", "SELECT 1 AS first; SELECT * FROM gold.nope; SELECT 2 AS never"])
+    result = runner.invoke(
+        app, [*IN_PROCESS_SQL, "SELECT 1 AS first; SELECT * FROM gold.nope; SELECT 2 AS never"]
+    )
     assert result.exit_code == 1
     assert "first" in result.stdout and "never" not in result.stdout  # stops at the failing statement
     assert "\nerror: [TABLE_OR_VIEW_NOT_FOUND] The table or view `gold`.`nope`" in result.stderr
     for noise in ("Traceback", "UnresolvedRelation", "at org.apache", "Py4JJavaError"):
         assert noise not in result.output
-    parse = runner.invoke(app, ["sql", "SELEC 1"])
+    parse = runner.invoke(app, [*IN_PROCESS_SQL, "SELEC 1"])
     assert parse.exit_code == 1 and "[PARSE_SYNTAX_ERROR]" in parse.stderr
 
 
 @pytest.mark.slow
 def test_interactive_mode_runs_statements_as_they_end_and_survives_errors(spark, on_demo) -> None:
     typed = "SELECT 1 AS one;\nSELEC 2;\nSELECT 'a;b' AS s,\n  count(*) AS devices FROM gold.device_status;\nquit\n"
-    result = runner.invoke(app, ["sql", "-i", "--format", "csv"], input=typed)
+    result = runner.invoke(app, [*IN_PROCESS_SQL, "-i", "--format", "csv"], input=typed)
     assert result.exit_code == 0, result.output
     assert "one\n1" in result.stdout
     assert "[PARSE_SYNTAX_ERROR]" in result.stderr
@@ -95,10 +101,12 @@ def test_sql_time_travel_by_version_and_timestamp(spark, on_demo) -> None:
         f"VERSION AS OF {version}",
         f"TIMESTAMP AS OF '{on_demo.between(name, version).isoformat()}'",
     ):
-        result = runner.invoke(app, ["sql", "--format", "json", f"SELECT event_id FROM {name} {clause}"])
+        result = runner.invoke(
+            app, [*IN_PROCESS_SQL, "--format", "json", f"SELECT event_id FROM {name} {clause}"]
+        )
         assert result.exit_code == 0, result.output
         assert sorted(r["event_id"] for r in json.loads(result.stdout)) == before, clause
-    now = runner.invoke(app, ["sql", "--format", "json", f"SELECT event_id FROM {name}"])
+    now = runner.invoke(app, [*IN_PROCESS_SQL, "--format", "json", f"SELECT event_id FROM {name}"])
     assert sorted(r["event_id"] for r in json.loads(now.stdout)) != before
 
 

@@ -23,8 +23,8 @@ from lakehouse.lake import Lake
 from lakehouse.monitoring.progress import ProgressLog
 from lakehouse.quality.checks import run_checks
 from lakehouse.slices import Slice
-from lakehouse.sources import INGESTED_AT, SOURCE_FILE
 from lakehouse.spec import Pipeline
+from lakehouse.spec.sources import LANDED
 from lakehouse.stream import StreamRunner
 from pipelines.ads.generator import generate
 
@@ -286,7 +286,7 @@ def test_stream_equals_batch_for_every_gold_table(spark, read, ads: Pipeline, tm
     for name in ads.table_names:
         left, right = read(streamed, name), read(batched, name)
         if name.startswith("bronze."):
-            left, right = left.drop(INGESTED_AT, SOURCE_FILE), right.drop(INGESTED_AT, SOURCE_FILE)
+            left, right = left.drop(*LANDED), right.drop(*LANDED)
         if name == "gold.impression_clicks":
             unsettled = right.where(f"NOT ({final})")
             assert unsettled.where("click_id IS NULL").count() > 0  # the batch already knows

@@ -17,15 +17,16 @@ from lakehouse.lake import Lake
 from lakehouse.monitoring.progress import ProgressLog
 from lakehouse.quality.results import QualityLog
 from lakehouse.slices import Slice
-from lakehouse.sources import INGESTED_AT, PARSE_ERROR, SOURCE_FILE
+from lakehouse.sources import PARSE_ERROR
 from lakehouse.spec import Pipeline, quarantine_name
+from lakehouse.spec.sources import LANDED
 from lakehouse.stream import StreamRunner
 from lakehouse.writes import FAILED, QUARANTINE_METADATA
 from pipelines.iot.generator import generate
 
 START = datetime(2026, 1, 1, tzinfo=UTC)
 FLOWS = ["bronze.device_events", "silver.device_events"]
-VOLATILE = (*QUARANTINE_METADATA[1:], INGESTED_AT, SOURCE_FILE)  # where and when, not what
+VOLATILE = (*QUARANTINE_METADATA[1:], *LANDED)  # where and when, not what
 
 
 def landing_dir(lake: Lake) -> Path:
@@ -77,8 +78,8 @@ def test_stream_and_backfill_quarantine_the_same_rows_and_every_line_is_accounte
         assertDataFrameEqual(left, right, checkRowOrder=False)
         quarantined[name] = read(streamed, q)
     assertDataFrameEqual(
-        read(streamed, "bronze.device_events").drop(INGESTED_AT, SOURCE_FILE),
-        read(batched, "bronze.device_events").drop(INGESTED_AT, SOURCE_FILE),
+        read(streamed, "bronze.device_events").drop(*LANDED),
+        read(batched, "bronze.device_events").drop(*LANDED),
         checkRowOrder=False,
     )
     by_kind = summary.rejected_ids

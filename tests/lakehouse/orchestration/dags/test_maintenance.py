@@ -1,4 +1,5 @@
-"""``lakehouse_maintenance`` parses without Spark and loads in Airflow's DagBag with no errors."""
+"""``lakehouse_maintenance`` (a task per pipeline, and one for the ops tables) parses without Spark
+and loads in Airflow's DagBag with no errors."""
 
 from __future__ import annotations
 
@@ -40,7 +41,7 @@ def test_maintenance_dag_parses_without_spark_with_a_task_per_pipeline(tmp_path:
         timeout=300,
     )
     assert result.returncode == 0, result.stderr[-3000:]
-    assert "tasks: ['maintain_ads', 'maintain_iot']" in result.stdout
+    assert "tasks: ['maintain_ads', 'maintain_iot', 'maintain_ops_tables']" in result.stdout
     assert "schedule: 0 0 * * *" in result.stdout
     assert "retries: [1]" in result.stdout
     assert "args: ['maintain', 'iot', '--retention-hours', '{{ params.retention_hours }}']" in result.stdout
