@@ -20,7 +20,7 @@ from lakehouse.checkpoints import Checkpoint
 from lakehouse.errors import OperationFailed
 from lakehouse.flow import build
 from lakehouse.monitoring.listener import ProgressRecorder
-from lakehouse.monitoring.progress import ProgressLog, query_name
+from lakehouse.monitoring.progress import BATCH_TIMINGS, ProgressLog, query_name
 from lakehouse.quality.gate import QualityGate, Verdict
 from lakehouse.sources import ACCOUNTING_COLUMNS, LandingAccounting
 from lakehouse.spec import JsonFiles
@@ -108,14 +108,24 @@ class FlowSink:
         # would otherwise never run, and stateful operators would not commit this batch's state.
         # (The gate's evaluation materializes the batch as well.)
         batch.persist()
+        clock = time.perf_counter()
+        phases: dict[str, float] = {}
+
+        def lap(phase: str) -> None:
+            nonlocal clock
+            now = time.perf_counter()
+            phases[phase] = phases.get(phase, 0.0) + now - clock
+            clock = now
+
         try:
+            batch.count()
+            lap("compute")
             rows = self.prepare(batch, batch_id) if self.prepare else batch
-            if self.gate is None:
-                batch.count()
-                verdict = Verdict(rows, None)
-            else:
-                verdict = self.gate.judge(rows, origin)
-            self.writer.write_batch(verdict.kept, verdict.rejected, origin)
+            lap("compute")  # landing accounting: part of reading the batch
+            verdict = Verdict(rows, None) if self.gate is None else self.gate.judge(rows, origin)
+            lap("gate")
+            phases.update(self.writer.write_batch(verdict.kept, verdict.rejected, origin))
+            BATCH_TIMINGS.record(self._query_id, batch_id, phases)
         finally:
             batch.unpersist()
 

@@ -5,20 +5,26 @@ quarantine.
 write mode      micro-batch (stream)                    slice ``[start, end)`` (backfill)
 ==============  =====================================  ======================================
 Append()        append once                             replace the slice (``replaceWhere``)
-Append(keys)    insert the keys not in the table yet    replace the slice
+Append(keys)    append once (deduplicated upstream)     replace the slice
 Upsert          MERGE latest row per key (newer wins)   same MERGE (full refresh: overwrite)
-Aggregate       MERGE updated windows in place          replace the slice of windows
+Aggregate       MERGE updated windows in place,         replace the slice of windows
+                bounded to the batch's windows
 quarantine      append once                             replace the slice
 ==============  =====================================  ======================================
 
 Every commit goes through :mod:`lakehouse.delta`: micro-batches exactly once (the query id and
 batch id as Delta transaction ids), slices as one attempt that the backfill recomputes on a
-conflict. The rows come already judged (``lakehouse.quality.gate``): rows to keep, and rows
+conflict. No micro-batch scans the table's history, so its cost stays flat as the table grows:
+``Append(keys)`` rows were deduplicated by the flow within the watermark (a repeat later than that
+is dropped as late, and backfills pause and catch up the stream before they cut, so a key a
+backfill wrote is never streamed again), and an aggregate MERGE only looks at windows starting at
+or after the earliest window of its batch. The rows come already judged (``lakehouse.quality.gate``): rows to keep, and rows
 rejected with their reasons, which go to ``quarantine.<layer>_<table>`` with where they came from.
 """
 
 from __future__ import annotations
 
+import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
@@ -30,6 +36,8 @@ from lakehouse import delta
 from lakehouse.spec import Aggregate, Append, Upsert
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from lakehouse.lake import Lake
     from lakehouse.slices import Slice
     from lakehouse.spec import Table
@@ -38,6 +46,12 @@ FAILED = "_failed_expectations"
 QUARANTINE_METADATA = (FAILED, "_origin", "_run_id", "_batch_id", "_slice", "_quarantined_at")
 # Quarantine commits run beside the table commits of their batches.
 _QUARANTINE_WRITERS = ThreadPoolExecutor(max_workers=4, thread_name_prefix="quarantine-writer")
+
+
+def _timed(seconds: dict[str, float], phase: str, work: Callable[..., None], *args: object) -> None:
+    started = time.perf_counter()
+    work(*args)
+    seconds[phase] = time.perf_counter() - started
 
 
 @dataclass(frozen=True)
@@ -83,26 +97,33 @@ class TableWriter:
         )  # fmt: skip
 
     # ---------------------------------------------------------------- streams
-    def write_batch(self, rows: DataFrame, rejected: DataFrame | None, origin: Origin) -> None:
-        """Commit one micro-batch exactly once: its rows, and its rejected rows (beside it)."""
+    def write_batch(self, rows: DataFrame, rejected: DataFrame | None, origin: Origin) -> dict[str, float]:
+        """Commit one micro-batch exactly once: its rows, and its rejected rows (beside it).
+        Returns the seconds each write took (``write``, ``quarantine``)."""
         assert origin.kind == "stream" and origin.batch_id is not None
+        seconds: dict[str, float] = {}
         pending = (
-            _QUARANTINE_WRITERS.submit(self._quarantine_batch, rejected, origin)
+            _QUARANTINE_WRITERS.submit(
+                _timed, seconds, "quarantine", self._quarantine_batch, rejected, origin
+            )
             if rejected is not None
             else None
         )
+        started = time.perf_counter()
         try:
             what = f"{self.table.name} batch {origin.batch_id}"
-            if isinstance(self.table.write, Append) and not self.table.dedupes:
+            if isinstance(self.table.write, Append):
                 delta.append_once(rows, self.path, app_id=origin.run_id, version=origin.batch_id, what=what)
             else:
                 delta.once(
                     rows.sparkSession, lambda: self._merge(rows),
                     app_id=origin.run_id, version=origin.batch_id, what=what,
                 )  # fmt: skip
+            seconds["write"] = time.perf_counter() - started
         finally:
             if pending is not None:
                 pending.result()
+        return seconds
 
     def _quarantine_batch(self, rejected: DataFrame, origin: Origin) -> None:
         assert origin.batch_id is not None
@@ -167,7 +188,7 @@ class TableWriter:
         if isinstance(table.write, Upsert):
             df = latest_per_key(df, table)
         on = " AND ".join(f"t.`{k}` <=> s.`{k}`" for k in table.keys)
-        update: bool | str = False  # Append(keys): insert-only; a key a backfill wrote is not appended again
+        update: bool | str
         if isinstance(table.write, Upsert):
             version = table.write.sequence_by
 
@@ -175,9 +196,24 @@ class TableWriter:
                 return f"struct({', '.join(f'{alias}.`{c}`' for c in version)})"
 
             update = f"{newest('s')} > {newest('t')}"
-        elif isinstance(table.write, Aggregate):
+        else:
+            assert isinstance(table.write, Aggregate), "appends never merge"
             update = True
+            on += self._window_bound(df)
         delta.merge(df, self.path, on=on, update=update)
+
+    def _window_bound(self, df: DataFrame) -> str:
+        """`` AND t.<window start> >= <earliest window start of the batch>``: the MERGE then
+        prunes every file (and partition) of older windows instead of scanning the whole table.
+        One aggregate over the batch, which the stream's sink holds in memory."""
+        column = self.table.event_time
+        assert column is not None, f"{self.table.name}: an aggregate's event_time is its window start"
+        # As a string in the session's time zone, cast back the same way: no Python time zones.
+        earliest = df.agg(F.min(F.col(f"`{column}`")).cast("string")).collect()[0][0]
+        if earliest is None:
+            return ""
+        kind = df.schema[column].dataType.simpleString()
+        return f" AND t.`{column}` >= CAST('{earliest}' AS {kind})"
 
     def _with_origin(self, rejected: DataFrame, origin: Origin) -> DataFrame:
         return rejected.select(

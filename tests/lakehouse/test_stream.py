@@ -6,6 +6,7 @@ import shutil
 from datetime import UTC, datetime
 from pathlib import Path
 
+import polars as pl
 import pytest
 from pyspark.testing import assertDataFrameEqual
 
@@ -14,8 +15,9 @@ from lakehouse.generators import Landing
 from lakehouse.lake import Lake
 from lakehouse.monitoring.progress import ProgressLog
 from lakehouse.slices import Slice
-from lakehouse.sources import INGESTED_AT, PARSE_ERROR, SOURCE_FILE
+from lakehouse.sources import INGESTED_AT, PARSE_ERROR
 from lakehouse.spec import Pipeline
+from lakehouse.spec.sources import LANDED
 from lakehouse.stream import StreamRunner
 from pipelines.iot.generator import generate
 
@@ -34,7 +36,7 @@ def assert_same_tables(spark, read, a: Lake, b: Lake, pipeline: Pipeline) -> Non
     for name in pipeline.table_names:
         left, right = read(a, name), read(b, name)
         if name.startswith("bronze."):
-            left, right = left.drop(INGESTED_AT, SOURCE_FILE), right.drop(INGESTED_AT, SOURCE_FILE)
+            left, right = left.drop(*LANDED), right.drop(*LANDED)
         assert left.count() > 0, name
         assertDataFrameEqual(left, right, checkRowOrder=False, rtol=1e-9)
 
@@ -109,6 +111,13 @@ def test_accounting_malformed_stay_in_bronze_and_counts_add_up(
     assert silver_run.duplicates == summary.duplicates
     recorded = ProgressLog(lake).totals("iot")["silver.device_events"]
     assert recorded == {"input_rows": summary.lines, "dropped_late": 0, "duplicates": summary.duplicates}
+    # where each batch's time went is recorded with its progress
+    batches = (
+        ProgressLog(lake).read().filter(pl.col("event") == "progress").filter(pl.col("num_input_rows") > 0)
+    )
+    assert set(batches["flow"]) == {t.name for t in iot.ordered()}
+    for phase in ("plan", "compute", "gate", "write", "checkpoint"):
+        assert batches[f"{phase}_ms"].null_count() == 0 and batches[f"{phase}_ms"].min() >= 0, phase
 
 
 def drop_last_commit(lake: Lake, table: str) -> int:

@@ -145,18 +145,24 @@ def generate(
         stop.wait(every)
 
 
+BATCHES = 20  # status: the phase medians are over each flow's last BATCHES batches with rows
+
+
 def status(
     pipeline: Annotated[str | None, typer.Argument(help="Pipeline name (default: all).")] = None,
 ) -> None:
-    """Tables (Delta version, rows, files, last update) and each flow's last progress; no Spark."""
-    from lakehouse.monitoring.progress import ProgressLog  # deferred: polars, delta-rs
+    """Tables (Delta version, rows, files, last update), each flow's last progress, and where its
+    micro-batches' time goes (median per phase); no Spark."""
+    from lakehouse.monitoring.progress import PHASES, ProgressLog  # deferred: polars, delta-rs
     from lakehouse.monitoring.status import table_stats  # deferred: delta-rs
 
     conf = settings()
     lake = Lake.from_settings(conf)
     found = all_pipelines()
     names = [pipeline] if pipeline else sorted(found)
-    latest = ProgressLog(lake).latest()
+    progress = ProgressLog(lake)
+    events = progress.read()
+    latest = progress.latest(events)
     now = times.now()
     for name in names:
         if name not in found:
@@ -214,6 +220,25 @@ def status(
                 _dash(r["rows_dropped_by_watermark"]),
             )
         console.print(flows)
+        phases = progress.phases(name, BATCHES, events=events)
+        if phases.height:
+            recent = RichTable(
+                title=f"{name}: where the time goes (median ms of the last {BATCHES} batches with rows)",
+                title_justify="left",
+                caption="; ".join(f"{phase}: {what}" for phase, what in PHASES.items()),
+                caption_justify="left",
+            )
+            recent.add_column("flow")
+            for column in ("batches", *PHASES, "batch"):
+                recent.add_column(column.replace("_", " "), justify="right")
+            for r in phases.iter_rows(named=True):
+                recent.add_row(
+                    r["flow"],
+                    str(r["batches"]),
+                    *[_dash(_ms(r.get(f"{phase}_ms"))) for phase in PHASES],
+                    _dash(_ms(r["batch_duration_ms"])),
+                )
+            console.print(recent)
 
 
 def show(
@@ -259,6 +284,10 @@ def show(
 
 def _dash(value: Any) -> str:
     return "-" if value is None else str(value)
+
+
+def _ms(value: float | None) -> int | None:
+    return None if value is None else round(value)
 
 
 def _age(seconds: float) -> str:

@@ -6,11 +6,12 @@ from __future__ import annotations
 import json
 import logging
 import threading
+import time
 from typing import Any
 
 from pyspark.sql.streaming import StreamingQueryListener
 
-from lakehouse.monitoring.progress import ProgressLog, progress_row, split_query_name
+from lakehouse.monitoring.progress import BATCH_TIMINGS, ProgressLog, progress_row, split_query_name
 
 log = logging.getLogger("lakehouse.progress")
 
@@ -28,6 +29,7 @@ class ProgressRecorder(StreamingQueryListener):
         self._names: dict[str, str] = {}
         self._terminated: dict[str, threading.Event] = {}
         self._lock = threading.Lock()
+        self._last_write_ms: dict[str, int] = {}  # per query: how long its last progress row took
 
     # ------------------------------------------------------------------ listener callbacks
     def onQueryStarted(self, event: Any) -> None:
@@ -84,6 +86,9 @@ class ProgressRecorder(StreamingQueryListener):
 
     def _progress(self, progress_json: str) -> None:
         row = progress_row(json.loads(progress_json))
+        phases = BATCH_TIMINGS.take(row["query_id"], row["batch_id"])
+        row.update({f"{phase}_ms": round(seconds * 1000) for phase, seconds in phases.items()})
+        row["progress_write_ms"] = self._last_write_ms.get(row["query_id"])
         self._names.setdefault(row["query_id"], f"{row['pipeline']}.{row['flow']}")
         if row["num_input_rows"]:
             log.info(
@@ -98,4 +103,6 @@ class ProgressRecorder(StreamingQueryListener):
                 if row["rows_dropped_by_watermark"]
                 else "",
             )
+        started = time.perf_counter()
         self._safe_append(row)
+        self._last_write_ms[row["query_id"]] = round((time.perf_counter() - started) * 1000)

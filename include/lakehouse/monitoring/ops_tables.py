@@ -26,9 +26,11 @@ def rs_uri(path: str) -> str:
 
 
 def append_rows(path: str, schema: pa.Schema, rows: list[dict[str, Any]]) -> None:
-    """Append rows to the Delta table at ``path``, creating it on first use."""
-
-    write_deltalake(rs_uri(path), pa.Table.from_pylist(rows, schema=schema), mode="append")
+    """Append rows to the Delta table at ``path``, creating it on first use (and adding the
+    columns a newer platform version records to a table an older one created)."""
+    write_deltalake(
+        rs_uri(path), pa.Table.from_pylist(rows, schema=schema), mode="append", schema_mode="merge"
+    )
 
 
 def exists(path: str) -> bool:

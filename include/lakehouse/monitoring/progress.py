@@ -3,7 +3,8 @@ Delta table, which Airflow and analysts read without Spark (``deltalake``/polars
 
 The drivers' ``StreamingQueryListener`` (``lakehouse.monitoring.listener``) turns started /
 progress / idle / terminated events into rows (heartbeat, batch id, rates, backlog, watermark,
-state size, late-row drops, deduplicated rows, the terminating exception). Writes use delta-rs
+state size, late-row drops, deduplicated rows, the terminating exception) and where each
+batch's time went (:data:`PHASES`, measured by the flow's sink and by Spark). Writes use delta-rs
 from the listener thread, so recording never runs a Spark job inside the stream; this module
 itself is Spark-free.
 """
@@ -13,6 +14,7 @@ from __future__ import annotations
 import logging
 import os
 import socket
+import threading
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -53,8 +55,47 @@ SCHEMA = pa.schema(
         ("exception", pa.string()),
         ("host", pa.string()),
         ("pid", pa.int64()),
+        # Where a micro-batch's time went (see PHASES), in milliseconds.
+        *[
+            (f"{phase}_ms", pa.int64())
+            for phase in ("plan", "compute", "gate", "write", "quarantine", "checkpoint", "progress_write")
+        ],
     ]
 )
+
+# The phases of a micro-batch, in order, and what each covers. Reading and transforming are one
+# phase: Spark runs them as one pipelined plan when the sink materializes the batch.
+PHASES = {
+    "plan": "find new input and plan the batch (Spark: latestOffset, getBatch, queryPlanning)",
+    "compute": "read, transform, deduplicate and update state: materializing the batch",
+    "gate": "the quality gate: expectation counts and their results record",
+    "write": "the table's Delta write and commit (append, or MERGE)",
+    "quarantine": "the quarantine's Delta write and commit (beside the table's write)",
+    "checkpoint": "the stream's offset log and commit log (Spark: walCommit, commitOffsets)",
+    "progress_write": "recording the previous batch's progress row (this table)",
+}
+
+
+class BatchTimings:
+    """Phase durations the flow's sink measures inside ``foreachBatch``, handed to the listener
+    (same driver process) when the batch's progress event arrives."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._by_batch: dict[tuple[str, int], dict[str, float]] = {}
+
+    def record(self, query_id: str, batch_id: int, phases: Mapping[str, float]) -> None:
+        with self._lock:
+            self._by_batch[(query_id, batch_id)] = dict(phases)
+            if len(self._by_batch) > 1000:  # progress events of stopped queries never came
+                self._by_batch.pop(next(iter(self._by_batch)))
+
+    def take(self, query_id: str, batch_id: int) -> dict[str, float]:
+        with self._lock:
+            return self._by_batch.pop((query_id, batch_id), {})
+
+
+BATCH_TIMINGS = BatchTimings()
 
 _BACKLOG_METRICS = ("numFilesOutstanding", "maxOffsetsBehindLatest")
 
@@ -86,6 +127,7 @@ def progress_row(progress: Mapping[str, Any]) -> dict[str, Any]:
         if key in _BACKLOG_METRICS and value is not None
     ]
     event_time = progress.get("eventTime") or {}
+    durations = progress.get("durationMs") or {}
     watermark = _timestamp(event_time.get("watermark"))
     return {
         "pipeline": pipeline,
@@ -97,7 +139,7 @@ def progress_row(progress: Mapping[str, Any]) -> dict[str, Any]:
         "num_input_rows": progress.get("numInputRows"),
         "input_rows_per_second": _finite(progress.get("inputRowsPerSecond")),
         "processed_rows_per_second": _finite(progress.get("processedRowsPerSecond")),
-        "batch_duration_ms": (progress.get("durationMs") or {}).get("triggerExecution"),
+        "batch_duration_ms": durations.get("triggerExecution"),
         "backlog": sum(backlog) if backlog else None,
         "watermark": watermark if watermark and watermark.year > 1970 else None,
         "max_event_time": _timestamp(event_time.get("max")),
@@ -107,7 +149,14 @@ def progress_row(progress: Mapping[str, Any]) -> dict[str, Any]:
         "duplicates_dropped": sum(
             (s.get("customMetrics") or {}).get("numDroppedDuplicateRows", 0) for s in states
         ),
+        "plan_ms": _total(durations, "latestOffset", "getBatch", "queryPlanning"),
+        "checkpoint_ms": _total(durations, "walCommit", "commitOffsets"),
     }
+
+
+def _total(durations: Mapping[str, Any], *names: str) -> int | None:
+    present = [int(durations[n]) for n in names if durations.get(n) is not None]
+    return sum(present) if present else None
 
 
 def _finite(value: Any) -> float | None:
@@ -161,6 +210,27 @@ class ProgressLog:
             .drop("event", "exception", "query_id", "recorded_at")
         )
         return state.join(figures, on=keys, how="left")
+
+    def phases(self, pipeline: str, batches: int = 20, events: pl.DataFrame | None = None) -> pl.DataFrame:
+        """Per flow: the median milliseconds of each phase (:data:`PHASES`) and of the whole batch,
+        over its last ``batches`` batches that read rows."""
+        df = self.read() if events is None else events
+        columns = [f"{phase}_ms" for phase in PHASES if f"{phase}_ms" in df.columns]
+        df = df.filter(
+            (pl.col("pipeline") == pipeline)
+            & (pl.col("event") == "progress")
+            & (pl.col("num_input_rows") > 0)
+        )
+        return (
+            df.sort("recorded_at")
+            .group_by("flow", maintain_order=True)
+            .tail(batches)
+            .group_by("flow", maintain_order=True)
+            .agg(
+                pl.len().alias("batches"),
+                *[pl.col(c).median().alias(c) for c in (*columns, "batch_duration_ms")],
+            )
+        )
 
     def totals(self, pipeline: str) -> dict[str, dict[str, int]]:
         """Per flow: rows read, rows dropped as late, duplicates dropped (over all runs).

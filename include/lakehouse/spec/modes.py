@@ -48,7 +48,8 @@ class Window:
 @frozen
 class Append:
     """Insert every row once. With ``keys``, one row per key: deduplicated within the
-    watermark in streams (exactly, in backfills), and a key already written is not appended again."""
+    watermark in streams (exactly, in backfills); a repeat later than the watermark is dropped as
+    late, so appending never scans the table's history."""
 
     kind: ClassVar[str] = "append"
     output_mode: ClassVar[OutputMode] = "append"

@@ -90,3 +90,28 @@ def test_generate_is_seeded_and_status_works_without_spark(tmp_path: Path) -> No
     status = runner.invoke(app, ["status", "iot"])
     assert status.exit_code == 0, status.output
     assert "not created yet" in status.output and "never ran" in status.output
+
+
+def test_status_shows_where_the_time_goes(tmp_path: Path) -> None:
+    from lakehouse.lake import Lake
+    from lakehouse.monitoring.progress import PHASES, ProgressLog
+
+    log = ProgressLog(Lake(str(tmp_path / "lake")))
+    flow = "silver.device_events"
+    log.append(
+        [
+            {"pipeline": "iot", "flow": flow, "event": "progress", "query_id": "q", "batch_id": b,
+             "num_input_rows": rows, "batch_duration_ms": 1000 + b,
+             **{f"{phase}_ms": 10 * (i + 1) + b for i, phase in enumerate(PHASES)}}
+            for b, rows in enumerate([5, 0, 7])  # the empty batch is left out of the medians
+        ]
+    )  # fmt: skip
+    medians = log.phases("iot").row(0, named=True)
+    assert medians["batches"] == 2 and medians["compute_ms"] == (20 + 22) / 2
+    status = runner.invoke(app, ["status", "iot"])
+    assert status.exit_code == 0, status.output
+    assert "where the time goes" in status.output
+    breakdown = status.output.split("where the time goes")[1]
+    line = next(line for line in breakdown.splitlines() if line.strip(" │").startswith(flow))
+    cells = [cell.strip() for cell in line.strip(" │").split("│")]
+    assert cells[1:] == ["2", *(str(10 * (i + 1) + 1) for i in range(len(PHASES))), "1001"]
