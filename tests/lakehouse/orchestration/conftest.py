@@ -164,6 +164,7 @@ def topology(request: pytest.FixtureRequest, dag_env: dict[str, str]) -> Topolog
         "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps(
             {"conn_type": "spark", "host": "spark://127.0.0.1", "port": stack.port["spark_master"]}
         ),
+        "LAKEHOUSE_SPARK_PROPERTIES_FILE": str(stack.spark_properties),  # the cluster's shared secret
     }
     return Topology("stack", env, stack.port["spark_master_ui"])
 
