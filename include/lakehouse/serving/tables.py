@@ -218,7 +218,7 @@ def _from_spec(pipeline: Pipeline, table: Table) -> dict[str, Any]:
         "source": table.source.kind if table.source else None,
         "upstreams": table.upstream_names,
         "downstreams": tuple(t.name for t in pipeline.downstream(table.name)),
-        "expectations": tuple(e.describe() for e in table.expectations),
+        "expectations": tuple(_expectation(e) for e in table.expectations),
         "partitioning": tuple(table.partition_by),
     }
 
@@ -244,3 +244,16 @@ def sql_type(delta_type: Any) -> str:
         return "STRUCT<" + ", ".join(f"{f.name}: {sql_type(f.type)}" for f in delta_type.fields) + ">"
     name = str(getattr(delta_type, "type", delta_type))
     return _SQL_NAMES.get(name, name.upper())
+
+
+def _expectation(expectation: object) -> str:
+    """One line per expectation: its own description, or its fields (declarations of other types)."""
+    describe = getattr(expectation, "describe", None)
+    if callable(describe):
+        return describe()
+    kind, shown = type(expectation), repr(expectation)  # dataclass/attrs reprs name the class
+    return (
+        kind.__name__ + shown.removeprefix(kind.__qualname__)
+        if shown.startswith(kind.__qualname__)
+        else shown
+    )

@@ -16,12 +16,13 @@ from lakehouse.generators import Landing
 from lakehouse.lake import Lake
 from lakehouse.monitoring.ops_tables import read_table
 from lakehouse.platform.stack import SERVICES, master_state
+from lakehouse.spec.sources import LANDED
 from lakehouse.stream import StreamRunner
 from pipelines.iot.generator import generate
 
 BIN = Path(sys.executable).parent
 # where each table's rows came from: the landing file's path differs between the two lakes
-DIFFERS = ("_ingested_at", "_source_file")
+DIFFERS = LANDED
 
 
 def comparable(df: pl.DataFrame) -> pl.DataFrame:
@@ -47,7 +48,8 @@ def test_cluster_and_local_give_equal_tables(
     land(local, iot)
     finished_before = len(master_state(stack)["completedapps"])
 
-    env = {**cli_env, "LAKEHOUSE_ROOT": cluster.root, "LAKEHOUSE_SPARK_MASTER": stack.spark_master}
+    env = {**cli_env, "LAKEHOUSE_ROOT": cluster.root, "LAKEHOUSE_SPARK_MASTER": stack.spark_master,
+           "LAKEHOUSE_SPARK_PROPERTIES_FILE": str(stack.spark_properties)}  # fmt: skip
     result = subprocess.run(
         [str(BIN / "lakehouse"), "run", "iot", "--trigger", "incremental"],
         env=env, capture_output=True, text=True, timeout=900,
@@ -76,9 +78,12 @@ def test_stack_state_names_every_port(tmp_path: Path) -> None:
     assert len(set(ports.values())) == len(ports)
     env = stack.write_env_file().read_text()
     assert f'"host": "spark://127.0.0.1", "port": {ports["spark_master"]}' in env
-    assert (
-        f"postgresql+psycopg2://airflow:{stack.secret('postgres')}@127.0.0.1:{ports['postgres']}/airflow"
-        in env
-    )
+    # secrets stay in 0600 files that only their reader is pointed at, never in the environment
+    url = f"postgresql+psycopg2://airflow:{stack.secret('postgres')}@127.0.0.1:{ports['postgres']}/airflow"
+    assert f"AIRFLOW__DATABASE__SQL_ALCHEMY_CONN_CMD='cat {stack.database_secret}'" in env
+    assert stack.database_secret.read_text() == url and stack.secret("postgres") not in env
+    assert f"LAKEHOUSE_SPARK_PROPERTIES_FILE='{stack.spark_properties}'" in env
+    for secret in (stack.database_secret, stack.spark_properties, tmp_path / "env.sh"):
+        assert secret.stat().st_mode & 0o777 == 0o600, secret
     assert f"LAKEHOUSE_KAFKA_BOOTSTRAP_SERVERS='127.0.0.1:{ports['kafka']}'" in env
     assert {s.name for s in SERVICES} >= {"postgres", "kafka", "spark-master", "spark-worker", "airflow"}
