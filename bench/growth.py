@@ -74,6 +74,14 @@ def build(df: DataFrame, writer: TableWriter, order_by: str, files: int) -> None
     ).save(writer.path)
 
 
+def sink(df: DataFrame, write: Callable[[DataFrame], object]) -> None:
+    """Write ``df`` as a stream's sink does: the batch materialized in memory first."""
+    df.persist()
+    df.count()
+    write(df)
+    df.unpersist()
+
+
 def median_seconds(work: Callable[[int], None], repeats: int) -> float:
     times = []
     for i in range(repeats):
@@ -99,16 +107,16 @@ def measure(spark: SparkSession, root: Path, base: int, batch: int, repeats: int
         run_id = str(uuid.uuid4())
 
         def silver_now(i: int, silver: TableWriter = silver, rows: int = rows, run_id: str = run_id) -> None:
-            df = silver_rows(spark, rows + i * batch, batch, 2.0).persist()
-            df.count()
-            silver.write_batch(df, None, Origin("stream", run_id, batch_id=i))
-            df.unpersist()
+            origin = Origin("stream", run_id, batch_id=i)
+            sink(
+                silver_rows(spark, rows + i * batch, batch, 2.0),
+                lambda df: silver.write_batch(df, None, origin),
+            )
 
         def silver_before(i: int, silver: TableWriter = silver, rows: int = rows) -> None:
-            df = silver_rows(spark, rows + (repeats + i) * batch, batch, 2.0).persist()
-            df.count()
-            delta.merge(df, silver.path, on="t.`event_id` <=> s.`event_id`", update=False)
-            df.unpersist()
+            on = "t.`event_id` <=> s.`event_id`"
+            sink(silver_rows(spark, rows + (repeats + i) * batch, batch, 2.0),
+                 lambda df: delta.merge(df, silver.path, on=on, update=False))  # fmt: skip
 
         out[f"silver_{scale}x_rows"] = rows
         out[f"silver_{scale}x_append_s"] = round(median_seconds(silver_now, repeats), 3)
@@ -119,17 +127,15 @@ def measure(spark: SparkSession, root: Path, base: int, batch: int, repeats: int
         build(gold_rows(spark, 0, windows), gold, "window_start", files=max(4, rows // 50_000))
 
         def gold_now(i: int, gold: TableWriter = gold, windows: int = windows, run_id: str = run_id) -> None:
-            df = gold_rows(spark, windows - 3 + i, 3).persist()
-            df.count()
-            gold.write_batch(df, None, Origin("stream", run_id + "-gold", batch_id=i))
-            df.unpersist()
+            origin = Origin("stream", run_id + "-gold", batch_id=i)
+            sink(gold_rows(spark, windows - 3 + i, 3), lambda df: gold.write_batch(df, None, origin))
 
         def gold_before(i: int, gold: TableWriter = gold, windows: int = windows) -> None:
-            df = gold_rows(spark, windows - 3 + i, 3).persist()
-            df.count()
             on = "t.`window_start` <=> s.`window_start` AND t.`device_type` <=> s.`device_type`"
-            delta.merge(df, gold.path, on=on, update=True)
-            df.unpersist()
+            sink(
+                gold_rows(spark, windows - 3 + i, 3),
+                lambda df: delta.merge(df, gold.path, on=on, update=True),
+            )
 
         out[f"gold_{scale}x_rows"] = windows * len(TYPES)
         out[f"gold_{scale}x_bounded_merge_s"] = round(median_seconds(gold_now, repeats), 3)

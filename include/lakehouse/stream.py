@@ -106,7 +106,7 @@ class FlowSink:
         origin = Origin("stream", self._query_id, batch_id=batch_id)
         # Materialize first: when Delta skips a replayed batch (txn already committed) the plan
         # would otherwise never run, and stateful operators would not commit this batch's state.
-        # (The gate's evaluation materializes the batch as well.)
+        # Materializing it on its own also times the read and transform apart from the gate.
         batch.persist()
         clock = time.perf_counter()
         phases: dict[str, float] = {}

@@ -18,8 +18,9 @@ conflict. No micro-batch scans the table's history, so its cost stays flat as th
 ``Append(keys)`` rows were deduplicated by the flow within the watermark (a repeat later than that
 is dropped as late, and backfills pause and catch up the stream before they cut, so a key a
 backfill wrote is never streamed again), and an aggregate MERGE only looks at windows starting at
-or after the earliest window of its batch. The rows come already judged (``lakehouse.quality.gate``): rows to keep, and rows
-rejected with their reasons, which go to ``quarantine.<layer>_<table>`` with where they came from.
+or after the earliest window of its batch. The rows come already judged
+(``lakehouse.quality.gate``): rows to keep, and rows rejected with their reasons, which go to
+``quarantine.<layer>_<table>`` with where they came from.
 """
 
 from __future__ import annotations

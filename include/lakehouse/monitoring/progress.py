@@ -31,6 +31,17 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("lakehouse.progress")
 
+# The phases of a micro-batch, in order, and what each covers. Reading and transforming are one
+# phase: Spark runs them as one pipelined plan when the sink materializes the batch.
+PHASES = {
+    "plan": "find new input and plan the batch (Spark: latestOffset, getBatch, queryPlanning)",
+    "compute": "read, transform, deduplicate and update state: materializing the batch",
+    "gate": "the quality gate: expectation counts and their results record",
+    "write": "the table's Delta write and commit (append, or MERGE)",
+    "quarantine": "the quarantine's Delta write and commit (beside the table's write)",
+    "checkpoint": "the stream's offset log and commit log (Spark: walCommit, commitOffsets)",
+    "progress_write": "recording the previous batch's progress row (this table)",
+}
 
 SCHEMA = pa.schema(
     [
@@ -56,24 +67,9 @@ SCHEMA = pa.schema(
         ("host", pa.string()),
         ("pid", pa.int64()),
         # Where a micro-batch's time went (see PHASES), in milliseconds.
-        *[
-            (f"{phase}_ms", pa.int64())
-            for phase in ("plan", "compute", "gate", "write", "quarantine", "checkpoint", "progress_write")
-        ],
+        *[(f"{phase}_ms", pa.int64()) for phase in PHASES],
     ]
 )
-
-# The phases of a micro-batch, in order, and what each covers. Reading and transforming are one
-# phase: Spark runs them as one pipelined plan when the sink materializes the batch.
-PHASES = {
-    "plan": "find new input and plan the batch (Spark: latestOffset, getBatch, queryPlanning)",
-    "compute": "read, transform, deduplicate and update state: materializing the batch",
-    "gate": "the quality gate: expectation counts and their results record",
-    "write": "the table's Delta write and commit (append, or MERGE)",
-    "quarantine": "the quarantine's Delta write and commit (beside the table's write)",
-    "checkpoint": "the stream's offset log and commit log (Spark: walCommit, commitOffsets)",
-    "progress_write": "recording the previous batch's progress row (this table)",
-}
 
 
 class BatchTimings:
