@@ -56,7 +56,10 @@ def run(
     ] = None,
     skip_if_running: Annotated[
         bool,
-        typer.Option(help="Skip (successfully) the flows another driver runs, instead of failing."),
+        typer.Option(
+            help="Skip (successfully) the flows another driver runs, and with --trigger incremental "
+            "the flows deployed to run continuously, instead of failing."
+        ),
     ] = False,
 ) -> None:
     """Run flows as Structured Streaming queries into their Delta tables (one driver per flow).
@@ -76,6 +79,10 @@ def run(
         log.error("stopping every flow at once: %s", reason)
         lost.set()
 
+    if skip_if_running and trigger is TriggerChoice.incremental:  # their driver or the monitor runs them
+        for name in [t.name for t in tables if control.deployment(t.name)]:
+            console.print(f"skipped: {name} is deployed (runs continuously, restarted by the monitor)")
+        tables = tuple(t for t in tables if control.deployment(t.name) is None)
     keeper = LeaseKeeper(control, [t.name for t in tables], trigger.value, conf.lease_ttl_seconds, fence)
     try:
         for skipped in keeper.acquire(skip_held=skip_if_running):

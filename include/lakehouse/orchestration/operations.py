@@ -41,6 +41,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("lakehouse.orchestration")
 
 START_TIMEOUT = 600.0
+INCREMENTAL = "incremental"  # the lease trigger of a bounded availableNow run
 STOP_TIMEOUT = 300.0
 HISTORY = timedelta(hours=1)  # errors and restarts count over this window (and since the deploy)
 
@@ -196,7 +197,9 @@ def deploy(
     timeout: float = START_TIMEOUT,
 ) -> dict[str, str]:
     """Start the continuous driver of the flows that do not run yet, and mark them deployed
-    (watched and restarted by the monitor). Flows that run already are left alone."""
+    (watched and restarted by the monitor). Flows that run already are left alone; flows an
+    incremental run holds are started with the others once that run has ended (up to
+    ``timeout``), so that flows deployed together run, and restart, in one driver."""
     interval = interval or settings.trigger_interval
     parse_duration(interval, "interval")
     flows = [t.name for t in pipeline.select(flows)]
@@ -205,23 +208,29 @@ def deploy(
     control = FlowControl.of(settings, pipeline.name)
     messages: dict[str, str] = {}
     with control.operations_lock():
+        group_id = uuid.uuid4().hex[:8]
+        for flow in flows:  # first: an incremental run starting meanwhile skips them
+            lease = control.running(flow)  # a live driver's flow keeps its restart group
+            if lease is None or lease.trigger == INCREMENTAL or control.deployment(flow) is None:
+                group = uuid.uuid4().hex[:8] if isolate else group_id
+                control.deploy(Deployment(flow, group, interval, _now()))
+        waited = _wait_for_incremental_runs(control, flows, timeout)
         to_start = []
         for flow in flows:
             if lease := control.running(flow):
                 messages[flow] = (
                     f"already running ({lease.trigger}) on {lease.host} pid {lease.pid} since "
-                    f"{lease.acquired_at:%Y-%m-%d %H:%M:%S} UTC; nothing to do"
+                    f"{lease.acquired_at:%Y-%m-%d %H:%M:%S} UTC; "
+                    + (
+                        "nothing to do"
+                        if lease.trigger != INCREMENTAL
+                        else f"still running after {timeout:.0f} s: the monitor starts the flow once it ends"
+                    )
                 )
-                if control.deployment(flow) is None:
-                    control.deploy(Deployment(flow, uuid.uuid4().hex[:8], interval, _now()))
             else:
                 to_start.append(flow)
-        groups = [[flow] for flow in to_start] if isolate else [to_start]
-        for group in groups:
-            group_id = uuid.uuid4().hex[:8]
-            for flow in group:
                 control.clear_stop(flow)
-                control.deploy(Deployment(flow, group_id, interval, _now()))
+        groups = [[flow] for flow in to_start] if isolate else [to_start]
         try:
             drivers = [(group, interval) for group in groups]
             messages.update(start_drivers(settings, pipeline, drivers, launch, timeout))
@@ -229,7 +238,31 @@ def deploy(
             for flow in exc.exited:  # cannot start: the monitor must not retry it in a loop
                 control.undeploy(flow)
             raise
+    for flow, seconds in waited.items():
+        if flow in to_start:
+            messages[flow] += f" (after waiting {seconds:.0f} s for the incremental run that held it)"
     return {flow: messages[flow] for flow in flows}
+
+
+def _wait_for_incremental_runs(
+    control: FlowControl, flows: Sequence[str], timeout: float
+) -> dict[str, float]:
+    """Wait until no incremental (availableNow) run holds any of ``flows``: such a run is
+    bounded, and the flows it holds are to run continuously right after it, in the new driver
+    with the others. Returns the seconds waited per flow that was held."""
+    began = time.monotonic()
+    held = {flow for flow in flows if (lease := control.running(flow)) and lease.trigger == INCREMENTAL}
+    if held:
+        log.info("waiting for the incremental run that holds %s to finish", ", ".join(sorted(held)))
+    waited: dict[str, float] = {}
+    while held and time.monotonic() - began < timeout:
+        time.sleep(1)
+        for flow in list(held):
+            lease = control.running(flow)
+            if lease is None or lease.trigger != INCREMENTAL:
+                waited[flow] = time.monotonic() - began
+                held.remove(flow)
+    return waited
 
 
 def stop(

@@ -76,6 +76,11 @@ def test_run_refuses_a_flow_another_driver_runs_before_starting_spark(control: F
         "run", "iot", "--trigger", "incremental", "--flow", "silver.device_events", "--skip-if-running"
     )
     assert code == 0 and "skipped: flow 'silver.device_events' already runs" in output, output
+    control.deploy(Deployment("gold.device_status", "g", "5 seconds", datetime.now(UTC)))
+    code, output = invoke(
+        "run", "iot", "--trigger", "incremental", "--flow", "gold.device_status", "--skip-if-running"
+    )  # deployed, its driver down: the monitor restarts it, the incremental run leaves it alone
+    assert code == 0 and "skipped: gold.device_status is deployed" in output, output
 
 
 def test_deploy_reports_a_driver_that_cannot_start(

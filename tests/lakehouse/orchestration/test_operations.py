@@ -1,6 +1,7 @@
 """Launch order of isolated drivers: a driver starts once the flows it reads have started (they
-create their tables). The launcher here is a stand-in whose "drivers" are threads of this
-process taking the leases and reporting ``started``; real drivers are in test_streams.py."""
+create their tables); a deploy waits for the incremental run holding some of its flows. The
+launcher here is a stand-in whose "drivers" are threads of this process taking the leases and
+reporting ``started``; real drivers are in test_streams.py."""
 
 from __future__ import annotations
 
@@ -53,6 +54,42 @@ def test_isolated_drivers_start_upstream_first(tmp_path: Path, iot: Pipeline) ->
     assert abs(golds[0] - golds[1]) < 1.5, "independent drivers start together"
     groups = {control.deployment(flow).group for flow in iot.table_names}
     assert len(groups) == 4, "isolated: each flow is its own restart group"
+
+
+def test_deploy_waits_for_the_incremental_run_holding_flows_then_starts_all_in_one_driver(
+    tmp_path: Path, iot: Pipeline
+) -> None:
+    conf = Settings(root=str(tmp_path / "lake"))
+    control = FlowControl(conf.control_path, "iot")
+    progress = ProgressLog(Lake(conf.root))
+    held = ["bronze.device_events", "silver.device_events"]
+    for flow in held:  # an availableNow run of the incremental DAG, ending in 3 s
+        control.acquire(flow, "incremental-run", ttl=60, trigger="incremental")
+    ended = threading.Event()
+
+    def finish_incremental() -> None:
+        time.sleep(3)
+        for flow in held:
+            control.release(flow, "incremental-run")
+        ended.set()
+
+    launched: list[tuple[str, ...]] = []
+
+    def launch(flows, interval):
+        assert ended.is_set(), "launched while the incremental run still held its flows"
+        launched.append(tuple(flows))
+        for flow in flows:
+            control.acquire(flow, "new-driver", ttl=30, trigger="continuous")
+            progress.append([{"pipeline": "iot", "flow": flow, "event": "started"}])
+        return operations.LaunchedDriver(tuple(flows), os.getpid(), tmp_path / "log", lambda: None)
+
+    threading.Thread(target=finish_incremental).start()
+    messages = operations.deploy(conf, iot, [], launch, timeout=60)
+
+    assert launched == [tuple(iot.table_names)], "one driver for every flow, none left out"
+    assert all(m.startswith("running: driver pid") for m in messages.values()), messages
+    assert all("after waiting" in messages[flow] for flow in held), messages
+    assert len({control.deployment(flow).group for flow in iot.table_names}) == 1, "one restart group"
 
 
 def test_the_monitor_stops_a_driver_that_stays_stale_and_restarts_its_flow(
