@@ -6,9 +6,14 @@
 - ``drivers``: one shared driver for a pipeline's flows vs one driver (JVM) per flow: time
   until every query started, resident memory and CPU of the driver processes;
 - ``restart``: time from a driver's death (SIGKILL of the Python driver, then of the JVM) to
-  its restart by the scheduled monitor DAG of a real embedded platform (``make up``).
+  its restart by the scheduled monitor DAG of a real embedded platform (``make up``);
+- ``first-start``: ``make up`` as a newcomer gets it (every DAG unpaused, the generators
+  landing data), then ``iot_stream_deploy`` triggered at once: the load average over time,
+  seconds from the trigger to the first gold row, the drivers running the flows, the DAG runs
+  of the first minutes and the monitor runs' durations. Written to
+  ``bench/results/first_start.json``.
 
-Usage: ``.venv/bin/python bench/orchestration.py parse|drivers|restart|all [--runs N]``
+Usage: ``.venv/bin/python bench/orchestration.py parse|drivers|restart|first-start|all [--runs N]``
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import signal
 import socket
 import statistics
@@ -28,6 +34,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+RESULTS = REPO / "bench" / "results"
 BIN = Path(sys.executable).parent
 FLOWS = ("bronze.device_events", "silver.device_events", "gold.device_type_stats", "gold.device_status")
 
@@ -225,6 +232,107 @@ def restart() -> None:
             subprocess.run(["make", "-s", "down"], cwd=REPO, env=env, capture_output=True)
 
 
+# --------------------------------------------------------------------------- first start
+
+
+def first_start(minutes: float) -> None:
+    from lakehouse import registry
+    from lakehouse.config import Settings
+    from lakehouse.control import FlowControl
+    from lakehouse.lake import Lake
+    from lakehouse.monitoring.ops_tables import read_table
+    from lakehouse.orchestration import operations
+    from lakehouse.platform.embedded import Platform
+
+    golds = [f for f in FLOWS if f.startswith("gold.")]
+    with tempfile.TemporaryDirectory() as tmp:
+        env = {
+            **base_env(Path(tmp)),
+            "LAKEHOUSE_AIRFLOW_PORT": str(free_port()),
+            "LAKEHOUSE_PLATFORM_DIR": str(Path(tmp) / "platform"),
+        }
+        env.pop("AIRFLOW_HOME")
+        began = time.monotonic()
+        subprocess.run(["make", "-s", "up"], cwd=REPO, env=env, check=True, capture_output=True)
+        up_seconds = time.monotonic() - began
+        try:
+            conf = Settings(
+                root=env["LAKEHOUSE_ROOT"], platform_dir=Path(env["LAKEHOUSE_PLATFORM_DIR"]),
+                airflow_port=int(env["LAKEHOUSE_AIRFLOW_PORT"]),
+            )  # fmt: skip
+            platform, control, lake = Platform(conf), FlowControl.of(conf, "iot"), Lake.from_settings(conf)
+            token = platform.token()
+            triggered_at = datetime.now(UTC)
+            platform.api("POST", "/api/v2/dags/iot_stream_deploy/dagRuns", {"logical_date": None}, token)
+            triggered = time.monotonic()
+            print(f"make up took {up_seconds:.0f} s; iot_stream_deploy triggered; sampling {minutes:g} min")
+            loads: list[tuple[float, float]] = []
+            first_gold = None
+            while (elapsed := time.monotonic() - triggered) < minutes * 60:
+                loads.append((round(elapsed, 1), os.getloadavg()[0]))
+                if first_gold is None and all(_rows(read_table, lake, name) for name in golds):
+                    first_gold = elapsed
+                    print(f"  first gold rows after {first_gold:.0f} s (load {load()})", flush=True)
+                if len(loads) % 12 == 0:
+                    print(f"  {elapsed:5.0f} s  load {load()}", flush=True)
+                time.sleep(5)
+            leases = [control.running(f) for f in FLOWS]
+            pipeline = registry.get(conf.pipelines_package, "iot")
+            health = {h.flow: f"{h.state}: {h.message}" for h in operations.health(conf, pipeline)}
+            kept = Path(tempfile.gettempdir()) / f"first-start-{os.getpid()}"  # driver logs, for a look
+            shutil.copytree(Path(tmp) / "lake" / "control", kept / "control", dirs_exist_ok=True)
+            shutil.copytree(Path(tmp) / "platform" / "logs", kept / "logs", dirs_exist_ok=True)
+            runs = platform.api("GET", "/api/v2/dags/~/dagRuns?limit=100", None, token)["dag_runs"]
+            figures = {
+                "minutes": minutes,
+                "make_up_seconds": round(up_seconds, 1),
+                "first_gold_row_seconds": round(first_gold, 1) if first_gold is not None else None,
+                "load_1min": loads,
+                "load_settled_at_or_below_3_after_seconds": _settled(loads, 3.0),
+                "drivers_running_the_flows": len({(x.pid, x.jvm_pid) for x in leases if x}),
+                "flows_running": sum(1 for x in leases if x and x.trigger == "continuous"),
+                "dag_runs_in_first_2_minutes": sorted(
+                    r["dag_id"]
+                    for r in runs
+                    if r.get("start_date") and _at(r["start_date"]) < _at(triggered_at.isoformat()) + 120
+                ),
+                "monitor_run_seconds": [
+                    round(_at(r["end_date"]) - _at(r["start_date"]), 1)
+                    for r in runs
+                    if r["dag_id"] == "iot_stream_monitor" and r.get("end_date") and r.get("start_date")
+                ],
+                "deploy_run_state": [r["state"] for r in runs if r["dag_id"] == "iot_stream_deploy"],
+                "health_at_end": health,
+                "logs_kept_in": str(kept),
+            }
+            (RESULTS / "first_start.json").write_text(json.dumps(figures, indent=1))
+            print(json.dumps({k: v for k, v in figures.items() if k != "load_1min"}, indent=1))
+        finally:
+            subprocess.run(["make", "-s", "down"], cwd=REPO, env=env, capture_output=True)
+
+
+def _rows(read_table, lake, name: str) -> int:
+    try:
+        return read_table(lake.table(name)).height
+    except Exception:  # not created yet
+        return 0
+
+
+def _at(text: str) -> float:
+    return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+
+
+def _settled(loads: list[tuple[float, float]], limit: float) -> float | None:
+    """Seconds after which the 1-minute load stayed at or below ``limit`` to the end."""
+    settled = None
+    for at, value in loads:
+        if value > limit:
+            settled = None
+        elif settled is None:
+            settled = at
+    return settled
+
+
 def started_since(conf, since: datetime) -> bool:
     import polars as pl
 
@@ -246,9 +354,12 @@ def wait(condition, timeout: float):
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("figure", choices=["parse", "drivers", "restart", "all"])
+    parser.add_argument("figure", choices=["parse", "drivers", "restart", "first-start", "all"])
     parser.add_argument("--runs", type=int, default=5, help="interpreters per DAG file (parse)")
     parser.add_argument("--settle", type=float, default=60, help="seconds of traffic per layout (drivers)")
+    parser.add_argument(
+        "--minutes", type=float, default=6, help="minutes sampled after the deploy (first-start)"
+    )
     args = parser.parse_args()
     if args.figure in ("parse", "all"):
         parse(args.runs)
@@ -256,6 +367,8 @@ def main() -> None:
         drivers(args.settle)
     if args.figure in ("restart", "all"):
         restart()
+    if args.figure in ("first-start", "all"):
+        first_start(args.minutes)
 
 
 if __name__ == "__main__":

@@ -106,6 +106,13 @@ class Settings(BaseSettings):
         description="How far the clocks of two hosts may disagree: another host's expired lease "
         "is taken over only this long after its expiry.",
     )
+    driver_pool: str | None = Field(
+        default=None,
+        description="Airflow pool of the tasks that run a Spark driver (incremental runs, "
+        "backfills, quality checks, maintenance): at most its slots of them run at once, so a "
+        "small machine is not swamped when many schedules fall due together. Unset: Airflow's "
+        "default_pool. `make up` and `make stack-up` use `lakehouse_drivers`, one slot per two cores.",
+    )
     stale_checks_before_kill: int = Field(
         default=3,
         ge=1,
@@ -210,6 +217,8 @@ class Settings(BaseSettings):
             env["LAKEHOUSE_SERVE_PASSWORD_FILE"] = str(self.serve_password_file)
         if self.control_dir:
             env["LAKEHOUSE_CONTROL_DIR"] = self.control_dir
+        if self.driver_pool:
+            env["LAKEHOUSE_DRIVER_POOL"] = self.driver_pool
         if self.kafka_bootstrap_servers:
             env["LAKEHOUSE_KAFKA_BOOTSTRAP_SERVERS"] = self.kafka_bootstrap_servers
         env["LAKEHOUSE_INGEST"] = self.ingest

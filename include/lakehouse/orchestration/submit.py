@@ -44,6 +44,7 @@ class SubmitSpec:
     env: dict[str, str]
     application: str = str(DRIVER)
     properties_file: str | None = None
+    pool: str | None = None  # Airflow pool: how many drivers of scheduled runs at once
 
     def operator_kwargs(self, conn_id: str = SPARK_CONN_ID) -> dict[str, object]:
         """Keyword arguments for ``SparkSubmitOperator``."""
@@ -56,6 +57,7 @@ class SubmitSpec:
             "name": self.name,
             "conn_id": conn_id,
             "properties_file": self.properties_file,
+            **({"pool": self.pool} if self.pool else {}),
         }
 
 
@@ -86,6 +88,7 @@ def driver_spec(settings: Settings, name: str, args: list[str]) -> SubmitSpec:
         jars=f"{settings.jars_dir}/*.jar",
         env=env,
         properties_file=properties,
+        pool=settings.driver_pool,
     )
 
 
@@ -114,7 +117,10 @@ def ensure_connection(conn_id: str, default_master: str | None) -> str:
 def submit_command(spec: SubmitSpec, conn_id: str = SPARK_CONN_ID) -> tuple[list[str], dict[str, str]]:
     """The spark-submit command line and environment the provider's hook builds from the connection."""
 
-    hook = SparkSubmitHook(**{k: v for k, v in spec.operator_kwargs(conn_id).items() if k != "application"})
+    operator_only = ("application", "pool")
+    hook = SparkSubmitHook(
+        **{k: v for k, v in spec.operator_kwargs(conn_id).items() if k not in operator_only}
+    )
     # The provider's hook builds the command only privately (its public API runs it, blocking).
     command = hook._build_spark_submit_command(spec.application)  # noqa: SLF001
     return command, {**os.environ, **(hook._env or {})}  # noqa: SLF001

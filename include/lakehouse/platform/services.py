@@ -36,6 +36,7 @@ if TYPE_CHECKING:
 
 ADMIN = "admin"
 ANALYST = "analyst"
+DRIVER_POOL = "lakehouse_drivers"  # the Airflow pool of Spark-driver tasks (LAKEHOUSE_DRIVER_POOL)
 MARKER = "EMBEDDED_PLATFORM_SERVICE"
 BIN = Path(sys.executable).parent
 
@@ -94,6 +95,10 @@ class Platform:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.conf.airflow_port}"
 
+    @property
+    def driver_pool(self) -> str:
+        return self.conf.driver_pool or DRIVER_POOL
+
     def state_file(self, name: str) -> Path:
         return self.dir / "run" / f"{name}.json"
 
@@ -138,6 +143,7 @@ class Platform:
             "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps({"conn_type": "spark", "host": "local[*]"}),
             **os.environ,
             **self.conf.to_env(),
+            "LAKEHOUSE_DRIVER_POOL": self.driver_pool,
             "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', os.defpath)}",
             "AIRFLOW_HOME": str(self.airflow_home),
             "AIRFLOW__CORE__DAGS_FOLDER": str(PROJECT_ROOT / "dags"),
@@ -270,9 +276,31 @@ def airflow_ready(platform: Platform) -> str | None:
             return f"components {states}"
         found = {d["dag_id"] for d in platform.api("GET", "/api/v2/dags?limit=1000")["dags"]}  # type: ignore[index]
         missing = set(build_all(platform.conf)) - found
-        return f"DAGs not parsed yet: {', '.join(sorted(missing))}" if missing else None
+        if missing:
+            return f"DAGs not parsed yet: {', '.join(sorted(missing))}"
+        ensure_driver_pool(platform)
+        return None
     except (urllib.error.URLError, OSError, ValueError) as exc:
         return f"no answer from {platform.url} ({exc})"
+
+
+def ensure_driver_pool(platform: Platform) -> None:
+    """Create the pool of Spark-driver tasks (one slot per two cores) unless it exists: on a
+    first start every schedule falls due at once, and a JVM per run would swamp a small machine.
+    Tasks of a pool that does not exist yet wait in the scheduler until it does."""
+    try:
+        platform.api("GET", f"/api/v2/pools/{platform.driver_pool}")
+    except urllib.error.HTTPError as exc:
+        if exc.code != 404:
+            raise
+        slots = max(1, (os.cpu_count() or 2) // 2)
+        description = "Spark drivers of scheduled and triggered runs (lakehouse); streams are not in it"
+        platform.api(
+            "POST",
+            "/api/v2/pools",
+            {"name": platform.driver_pool, "slots": slots, "description": description},
+        )
+        print(f"  airflow: pool {platform.driver_pool} created with {slots} slot(s)", flush=True)
 
 
 def airflow_banner(platform: Platform) -> str:

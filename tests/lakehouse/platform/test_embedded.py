@@ -126,6 +126,8 @@ def test_make_up_prints_where_and_how_to_log_in(platform) -> None:
     assert f"jdbc:hive2://127.0.0.1:{running.conf.serve_port}/default" in output
     assert port_in_use(running.conf.serve_port), "make up starts the SQL server"
     assert f"{running.url}/quality-docs/" in output
+    pool = running.api("GET", "/api/v2/pools/lakehouse_drivers")  # Spark-driver tasks queue in it
+    assert pool["slots"] == max(1, (os.cpu_count() or 2) // 2), pool
 
 
 def operate_block(name: str) -> str:
@@ -217,6 +219,9 @@ def test_a_browser_triggers_a_backfill_with_params_and_sees_it_succeed(platform)
         browser.close()
 
     run = get_run(running, "iot_backfill", unquote(run_id))
+    run_path = f"/api/v2/dags/iot_backfill/dagRuns/{quote(unquote(run_id), safe='')}"
+    [task] = running.api("GET", f"{run_path}/taskInstances")["task_instances"]
+    assert task["pool"] == "lakehouse_drivers", task
     assert (
         run["state"] == "success"
         and run["conf"]["start"] == start

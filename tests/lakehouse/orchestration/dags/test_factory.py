@@ -14,6 +14,7 @@ import pytest
 
 from lakehouse.config import Settings
 from lakehouse.orchestration import dags as factory
+from lakehouse.orchestration import submit
 from lakehouse.orchestration.dags import kit
 from lakehouse.registry import discover
 
@@ -133,6 +134,36 @@ def test_incremental_runs_skip_the_flows_that_run_continuously(dags: dict) -> No
     [task] = dags["iot_incremental"].tasks
     assert task.application_args[:4] == ["run", "iot", "--trigger", "incremental"]
     assert "--skip-if-running" in task.application_args  # see test_cli for what it does
+
+
+def test_spark_driver_tasks_run_in_the_configured_pool(
+    dags: dict, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+
+    def pools(built: dict) -> dict[str, str]:
+        return {
+            f"{dag_id}.{task.task_id}": task.pool
+            for dag_id, dag in built.items()
+            for task in dag.tasks
+            if isinstance(task, SparkSubmitOperator)
+        }
+
+    assert {"iot_incremental.run_incremental", "iot_backfill.backfill", "iot_quality.run_checks"} <= set(
+        pools(dags)
+    )
+    assert set(pools(dags).values()) == {"default_pool"}, "unset: Airflow's own pool"
+    pooled = factory.build_all(Settings(root=str(tmp_path / "lake"), driver_pool="lakehouse_drivers"))
+    assert set(pools(pooled).values()) == {"lakehouse_drivers"}
+    others = [t.pool for d in pooled.values() for t in d.tasks if not isinstance(t, SparkSubmitOperator)]
+    assert set(others) == {"default_pool"}, "Spark-free tasks (deploy, monitor, verdicts) never wait for it"
+    # the detached continuous drivers are built from the same spec by the provider's hook
+    monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", json.dumps({"conn_type": "spark", "host": "local[2]"}))
+    pooled_conf = Settings(root=str(tmp_path / "lake"), driver_pool="lakehouse_drivers")
+    command, _ = submit.submit_command(
+        submit.driver_spec(pooled_conf, "lakehouse-iot-4-flows", ["status", "iot"])
+    )
+    assert command[0].endswith("spark-submit") and command[-2:] == ["status", "iot"], command
 
 
 def test_backfill_slice_comes_from_params_or_the_data_interval() -> None:
