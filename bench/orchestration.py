@@ -294,7 +294,7 @@ def first_start(minutes: float) -> None:
                 "dag_runs_in_first_2_minutes": sorted(
                     r["dag_id"]
                     for r in runs
-                    if r.get("start_date") and _at(r["start_date"]) < _at(triggered_at.isoformat()) + 120
+                    if r.get("start_date") and _at(r["start_date"]) < triggered_at.timestamp() + 120
                 ),
                 "monitor_run_seconds": [
                     round(_at(r["end_date"]) - _at(r["start_date"]), 1)

@@ -80,9 +80,10 @@ def run(
         lost.set()
 
     if skip_if_running and trigger is TriggerChoice.incremental:  # their driver or the monitor runs them
-        for name in [t.name for t in tables if control.deployment(t.name)]:
+        deployed = [t.name for t in tables if control.deployment(t.name)]
+        for name in deployed:
             console.print(f"skipped: {name} is deployed (runs continuously, restarted by the monitor)")
-        tables = tuple(t for t in tables if control.deployment(t.name) is None)
+        tables = tuple(t for t in tables if t.name not in deployed)
     keeper = LeaseKeeper(control, [t.name for t in tables], trigger.value, conf.lease_ttl_seconds, fence)
     try:
         for skipped in keeper.acquire(skip_held=skip_if_running):
