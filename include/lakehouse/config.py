@@ -106,6 +106,12 @@ class Settings(BaseSettings):
         description="How far the clocks of two hosts may disagree: another host's expired lease "
         "is taken over only this long after its expiry.",
     )
+    metrics_token_file: Path | None = Field(
+        default=None,
+        description="File holding a bearer token that may read the cockpit's Prometheus endpoint "
+        "(`/lakehouse/metrics`) without an Airflow login; Prometheus sends it with "
+        "`authorization: {credentials_file: ...}`. Unset: only Airflow logins may read it.",
+    )
     driver_pool: str | None = Field(
         default=None,
         description="Airflow pool of the tasks that run a Spark driver (incremental runs, "

@@ -35,6 +35,7 @@ from pyspark.sql import functions as F
 
 from lakehouse import delta
 from lakehouse.spec import Aggregate, Append, Upsert
+from lakehouse.spec.table import QUARANTINE_REASONS
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -43,7 +44,7 @@ if TYPE_CHECKING:
     from lakehouse.slices import Slice
     from lakehouse.spec import Table
 
-FAILED = "_failed_expectations"
+FAILED = QUARANTINE_REASONS
 QUARANTINE_METADATA = (FAILED, "_origin", "_run_id", "_batch_id", "_slice", "_quarantined_at")
 # Quarantine commits run beside the table commits of their batches.
 _QUARANTINE_WRITERS = ThreadPoolExecutor(max_workers=4, thread_name_prefix="quarantine-writer")

@@ -1,6 +1,7 @@
-"""The platform's Airflow plugin: the Great Expectations Data Docs served by Airflow's API server
-under ``/quality-docs/``, behind Airflow's own login, with a "Data Docs" entry in the UI's
-navigation.
+"""The platform's Airflow plugin: the streams cockpit (:mod:`lakehouse.cockpit.app`) under
+``/lakehouse/`` with a "Lakehouse" entry in the UI's navigation and a "Lakehouse" view on every
+DAG's page (opening that DAG's pipeline), and the Great Expectations Data Docs under
+``/quality-docs/`` with a "Data Docs" entry; all behind Airflow's own login.
 
 Registered through the ``airflow.plugins`` entry point of this package (pyproject.toml), so any
 Airflow that has the project installed (``make up`` included) loads it. FastAPI plugin apps are
@@ -19,6 +20,7 @@ from airflow.plugins_manager import AirflowPlugin
 from fastapi import FastAPI, HTTPException
 from fastapi.responses import FileResponse, HTMLResponse
 
+from lakehouse.cockpit.app import cockpit_app
 from lakehouse.config import settings
 from lakehouse.orchestration.dags.quality import DOCS_URL_PREFIX
 from lakehouse.quality.report import docs_dir, quality_home
@@ -53,21 +55,38 @@ def docs_app(directory: Path) -> FastAPI:
     return app
 
 
-class QualityDocsPlugin(AirflowPlugin):
-    name = "lakehouse_quality_docs"
+COCKPIT_URL_PREFIX = "/lakehouse"
+
+
+class LakehousePlugin(AirflowPlugin):
+    name = "lakehouse"
     fastapi_apps = [  # noqa: RUF012 (Airflow's plugin interface is class attributes)
+        {"app": cockpit_app(), "url_prefix": COCKPIT_URL_PREFIX, "name": "Lakehouse cockpit"},
         {
             "app": docs_app(docs_dir(quality_home(settings()))),
             "url_prefix": DOCS_URL_PREFIX,
             "name": "Great Expectations Data Docs",
-        }
+        },
     ]
     external_views = [  # noqa: RUF012
+        {
+            "name": "Lakehouse",
+            "href": f"{COCKPIT_URL_PREFIX}/",
+            "url_route": "lakehouse",
+            "destination": "nav",
+            "nav_top_level": True,
+        },
+        {  # a tab on each DAG's page: the DAG's pipeline in the cockpit
+            "name": "Lakehouse",
+            "href": f"{COCKPIT_URL_PREFIX}/?dag={{DAG_ID}}",
+            "url_route": "lakehouse-pipeline",
+            "destination": "dag",
+        },
         {
             "name": "Data Docs",
             "href": f"{DOCS_URL_PREFIX}/index.html",
             "url_route": "quality-docs",
             "destination": "nav",
             "category": "browse",
-        }
+        },
     ]

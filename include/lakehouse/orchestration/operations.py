@@ -307,19 +307,28 @@ def stop(
 
 FIGURES = (
     "batch_id", "num_input_rows", "input_rows_per_second", "processed_rows_per_second", "batch_duration_ms",
-    "backlog", "watermark", "state_rows", "state_memory_bytes", "rows_dropped_by_watermark", "last_exception",
+    "backlog", "watermark", "max_event_time", "state_rows", "state_memory_bytes", "rows_dropped_by_watermark",
+    "last_exception",
 )  # fmt: skip
 
 
 def health(
-    settings: Settings, pipeline: Pipeline, flows: Sequence[str] | None = None, now: datetime | None = None
+    settings: Settings,
+    pipeline: Pipeline,
+    flows: Sequence[str] | None = None,
+    now: datetime | None = None,
+    history: pl.DataFrame | None = None,
 ) -> list[FlowHealth]:
-    """Each flow's health (see :mod:`lakehouse.monitoring.health`) and last figures."""
+    """Each flow's health (see :mod:`lakehouse.monitoring.health`) and last figures.
+    ``history``: the progress events of the last :data:`HISTORY`, when the caller read them
+    already (the cockpit reads them once for every pipeline)."""
 
     now = now or _now()
     control = FlowControl.of(settings, pipeline.name)
     progress = ProgressLog(Lake.from_settings(settings))
-    history = progress.read(since=now - HISTORY).filter(pl.col("pipeline") == pipeline.name)
+    if history is None:
+        history = progress.read(since=now - HISTORY)
+    history = history.filter(pl.col("pipeline") == pipeline.name)
     latest = {r["flow"]: r for r in progress.latest(history).iter_rows(named=True)}
     results = []
     for table in pipeline.select(flows):

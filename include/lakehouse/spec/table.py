@@ -17,6 +17,7 @@ if TYPE_CHECKING:
 
 LAYERS: tuple[str, ...] = ("bronze", "silver", "gold")
 QUARANTINE_LAYER = "quarantine"
+QUARANTINE_REASONS = "_failed_expectations"  # a quarantine row's column: the expectations it failed
 TransformRef = str | Callable[..., Any]
 
 

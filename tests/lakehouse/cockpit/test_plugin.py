@@ -1,5 +1,6 @@
-"""The Data Docs are reachable from the platform: Airflow's own API server app serves them, to
-logged-in users only, with a page saying how to build them before the first quality run."""
+"""The plugin's apps run in Airflow's own API server, to logged-in users only: the Data Docs (with
+a page saying how to build them before the first quality run) and the streams cockpit (its page,
+JSON answers and Prometheus metrics; a viewer sees but may not act)."""
 
 from __future__ import annotations
 
@@ -29,22 +30,60 @@ print("import errors:", plugins_manager.get_import_errors())
 """
 
 
-def serve(tmp_path: Path, airflow_home: Path, lake: Path) -> list[str]:
+COCKPIT = """
+import json, os, sys
+from fastapi.testclient import TestClient
+from airflow.api_fastapi.app import create_app
+
+client = TestClient(create_app(), follow_redirects=False)
+passwords = json.load(open(os.environ["AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE"]))
+who = {"anonymous": {}, "metrics-token": {"Authorization": "Bearer metrics-secret"},
+       "wrong-token": {"Authorization": "Bearer guessed"}}
+for user in ("admin", "viewer"):
+    token = client.post("/auth/token", json={"username": user, "password": passwords[user]}).json()["access_token"]
+    who[user] = {"Authorization": f"Bearer {token}"}
+for path in ("/lakehouse/", "/lakehouse/api/overview", "/lakehouse/api/pipelines/iot?hours=2",
+             "/lakehouse/api/pipelines/nope", "/lakehouse/metrics", "/lakehouse/?dag=iot_backfill"):
+    for name, headers in who.items():
+        answer = client.get(path, headers=headers)
+        body = answer.text
+        if answer.status_code == 200 and "/api/" in path:
+            data = answer.json()
+            body = json.dumps({"user": data["user"], "can_act": [p["can_act"] for p in data.get("pipelines", [data])]})
+        print("GET", name, path, answer.status_code, answer.headers.get("location", ""), body.replace("\\n", " ")[:70])
+for name in ("viewer",):
+    answer = client.post("/api/v2/dags/iot_stream_deploy/dagRuns", headers=who[name], json={"logical_date": None})
+    print("POST", name, "trigger", answer.status_code)
+views = [(v["name"], v["href"], v["destination"]) for p in client.get("/api/v2/plugins", headers=who["admin"]).json()["plugins"]
+         for v in p["external_views"]]
+print("views", sorted(views))
+print("spark imported:", "pyspark" in sys.modules)
+"""
+
+
+def serve(tmp_path: Path, airflow_home: Path, lake: Path, script: str = SERVE) -> list[str]:
     passwords = tmp_path / "passwords.json"
-    passwords.write_text('{"admin": "secret-for-tests"}')
+    passwords.write_text('{"admin": "secret-for-tests", "viewer": "viewer-secret"}')
+    token = tmp_path / "metrics.token"
+    token.write_text("metrics-secret\n")
     env = {
         **os.environ,
         "AIRFLOW_HOME": str(airflow_home),
         "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
-        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": "admin:admin",
+        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": "admin:admin,viewer:viewer",
         "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(passwords),
         "LAKEHOUSE_ROOT": str(lake),
+        "LAKEHOUSE_METRICS_TOKEN_FILE": str(token),
     }
     result = subprocess.run(
-        [sys.executable, "-c", SERVE], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=300
+        [sys.executable, "-c", script], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=300
     )
     assert result.returncode == 0, result.stderr[-3000:]
-    return [line for line in result.stdout.splitlines() if line.startswith(("GET", "import errors"))]
+    return [
+        line
+        for line in result.stdout.splitlines()
+        if line.startswith(("GET", "POST", "import errors", "views", "spark"))
+    ]
 
 
 def test_the_airflow_api_server_serves_the_data_docs_to_logged_in_users(
@@ -73,3 +112,40 @@ def test_before_the_first_quality_run_the_index_says_how_to_build_the_docs(
 ) -> None:
     lines = serve(tmp_path, airflow_home, tmp_path / "lake")
     assert lines[1].startswith("GET admin /quality-docs/ 200 <!doctype html><html><head><title>Data Docs")
+
+
+def test_the_cockpit_is_served_to_logged_in_users_and_a_viewer_may_not_act(
+    tmp_path: Path, airflow_home: Path
+) -> None:
+    lines = serve(tmp_path, airflow_home, tmp_path / "lake", COCKPIT)
+    answers = {
+        tuple(line.split(" ", 3)[:3]): line.split(" ", 3)[3] for line in lines if line.startswith("GET")
+    }
+
+    def status(who: str, path: str) -> str:
+        return answers[("GET", who, path)].split(" ")[0]
+
+    for path in ("/lakehouse/", "/lakehouse/api/overview", "/lakehouse/api/pipelines/iot?hours=2"):
+        assert status("anonymous", path) == "401", path
+        assert status("wrong-token", path) == "403", path  # not a JWT Airflow issued
+        assert status("metrics-token", path) == "403", path  # the metrics token reads metrics only
+        assert status("admin", path) == status("viewer", path) == "200", path
+    assert answers[("GET", "admin", "/lakehouse/")].startswith("200  <!doctype html>")
+    assert answers[("GET", "admin", "/lakehouse/api/overview")].endswith(
+        '{"user": "admin", "can_act": [true, true]}'
+    )
+    assert answers[("GET", "viewer", "/lakehouse/api/overview")].endswith(
+        '{"user": "viewer", "can_act": [false, false]}'
+    )
+    assert answers[("GET", "viewer", "/lakehouse/api/pipelines/iot?hours=2")].endswith('"can_act": [false]}')
+    assert status("admin", "/lakehouse/api/pipelines/nope") == "404"
+    assert status("anonymous", "/lakehouse/metrics") == "401"
+    assert status("wrong-token", "/lakehouse/metrics") == "403"
+    for who in ("admin", "metrics-token"):
+        assert answers[("GET", who, "/lakehouse/metrics")].startswith("200  # HELP lakehouse_flow_state")
+    assert answers[("GET", "admin", "/lakehouse/?dag=iot_backfill")].startswith("307 ./#/pipeline/iot")
+    assert "POST viewer trigger 403" in lines  # Airflow itself refuses the viewer's trigger
+    views = next(line for line in lines if line.startswith("views"))
+    assert "('Lakehouse', '/lakehouse/', 'nav')" in views
+    assert "('Lakehouse', '/lakehouse/?dag={DAG_ID}', 'dag')" in views
+    assert "spark imported: False" in lines

@@ -1,0 +1,104 @@
+"""The cockpit's web app, mounted in Airflow's API server under ``/lakehouse`` (see
+:mod:`lakehouse.cockpit.plugin`): one page (``page.html``: overview and pipeline pages) and the
+JSON and Prometheus answers it and scrapers read.
+
+Same login as Airflow: every route needs the user Airflow's UI logged in (its ``_token`` cookie)
+or a Bearer token from ``/auth/token``; the metrics also accept the token of
+``LAKEHOUSE_METRICS_TOKEN_FILE``. Actions are not here: the page triggers the factory's DAGs
+through Airflow's own REST API as the logged-in user, so Airflow checks the user's rights and its
+audit log shows who did what. The answers say whether the user may trigger each pipeline's DAGs,
+so the page shows a viewer the buttons disabled.
+"""
+
+from __future__ import annotations
+
+import hmac
+import time
+from pathlib import Path
+from typing import Annotated, Any
+
+from airflow.api_fastapi.app import get_auth_manager
+from airflow.api_fastapi.auth.managers.base_auth_manager import COOKIE_NAME_JWT_TOKEN
+from airflow.api_fastapi.auth.managers.models.resource_details import DagAccessEntity, DagDetails
+from airflow.api_fastapi.core_api.security import GetUserDep, resolve_user_from_token
+from fastapi import FastAPI, HTTPException, Query, Request
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
+
+from lakehouse import registry
+from lakehouse.cockpit import metrics, views
+from lakehouse.config import Settings, settings
+
+PAGE = Path(__file__).with_name("page.html")
+
+
+def _may_trigger(user: Any, dag_ids: list[str]) -> bool:
+    manager = get_auth_manager()
+    return all(
+        manager.is_authorized_dag(
+            method="POST", access_entity=DagAccessEntity.RUN, details=DagDetails(id=dag_id), user=user
+        )
+        for dag_id in dag_ids
+    )
+
+
+def _with_rights(answer: dict[str, Any], user: Any) -> dict[str, Any]:
+    for pipeline in answer.get("pipelines", [answer]):
+        pipeline["can_act"] = _may_trigger(user, list(pipeline["dags"].values()))
+    answer["user"] = user.get_name()
+    return answer
+
+
+async def _metrics_reader(request: Request, conf: Settings) -> None:
+    """The metrics token of ``LAKEHOUSE_METRICS_TOKEN_FILE``, or an Airflow login (else 401/403)."""
+    scheme, _, token = request.headers.get("authorization", "").partition(" ")
+    bearer = token.strip() if scheme.lower() == "bearer" else None
+    if bearer and conf.metrics_token_file and conf.metrics_token_file.is_file():
+        expected = conf.metrics_token_file.read_text().strip()
+        if expected and hmac.compare_digest(bearer.encode(), expected.encode()):
+            return
+    await resolve_user_from_token(bearer or request.cookies.get(COOKIE_NAME_JWT_TOKEN))
+
+
+def cockpit_app() -> FastAPI:
+    app = FastAPI(title="Lakehouse cockpit: streams, tables and quality of every pipeline")
+
+    @app.get("/", response_model=None)
+    def page(user: GetUserDep, dag: str | None = None) -> HTMLResponse | RedirectResponse:
+        """The page; ``?dag=<dag_id>`` (the view on a DAG's page) opens that DAG's pipeline."""
+        if dag is not None:
+            name = views.pipeline_of_dag(registry.discover(settings().pipelines_package), dag)
+            return RedirectResponse(f"./#/pipeline/{name}" if name else "./", status_code=307)
+        return HTMLResponse(PAGE.read_text())
+
+    @app.get("/api/overview")
+    def overview(user: GetUserDep) -> dict[str, Any]:
+        conf = settings()
+        started = time.perf_counter()
+        answer = views.overview(conf, registry.discover(conf.pipelines_package))
+        answer["read_ms"] = round((time.perf_counter() - started) * 1000)
+        return _with_rights(answer, user)
+
+    @app.get("/api/pipelines/{name}")
+    def pipeline(
+        name: str, user: GetUserDep, hours: Annotated[float, Query(gt=0, le=24 * 31)] = 1.0
+    ) -> dict[str, Any]:
+        conf = settings()
+        pipelines = registry.discover(conf.pipelines_package)
+        if name not in pipelines:
+            raise HTTPException(
+                status_code=404, detail=f"no pipeline named {name!r} (known: {', '.join(pipelines)})"
+            )
+        started = time.perf_counter()
+        answer = views.pipeline_page(conf, pipelines[name], hours=hours)
+        answer["read_ms"] = round((time.perf_counter() - started) * 1000)
+        return _with_rights(answer, user)
+
+    @app.get("/metrics")
+    async def prometheus(request: Request) -> Response:
+        conf = settings()
+        await _metrics_reader(request, conf)
+        pipelines = registry.discover(conf.pipelines_package)
+        body = metrics.exposition(views.overview(conf, pipelines), views.table_figures(conf, pipelines))
+        return Response(body, media_type="text/plain; version=0.0.4; charset=utf-8")
+
+    return app

@@ -1,0 +1,96 @@
+"""The cockpit's figures in Prometheus' text format, for the monitoring people already run.
+
+Built from :func:`lakehouse.cockpit.views.overview` (the same figures the pages show), one
+scrape = one read of the ops tables. Per flow (labels ``pipeline``, ``flow``): state as a
+one-hot gauge, heartbeat age, event-time lag, rates, backlog, batch duration, state size, late
+drops and duplicates of the last hour; per table (``pipeline``, ``table``): rows, Delta version,
+quarantined rows, failed expectations of the latest table check.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.core import GaugeMetricFamily
+
+from lakehouse.monitoring.health import STATES
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+# metric name -> (flow figure in the overview, help text)
+FLOW_GAUGES = {
+    "heartbeat_age_seconds": ("heartbeat_age_s", "Seconds since the flow's driver last reported progress."),
+    "watermark_lag_seconds": ("watermark_lag_s", "Seconds between now and the flow's event-time watermark."),
+    "event_lag_seconds": ("event_lag_s", "Seconds between now and the latest event time the flow read."),
+    "input_rows_per_second": ("input_rows_per_s", "Rows per second arriving, last micro-batch."),
+    "processed_rows_per_second": ("rows_per_s", "Rows per second processed, last micro-batch."),
+    "backlog_rows": ("backlog", "Input rows (or Kafka offsets) not read yet, last micro-batch."),
+    "batch_duration_seconds": ("batch_s", "Duration of the last micro-batch."),
+    "state_rows": ("state_rows", "Rows in the flow's state store."),
+    "state_memory_bytes": ("state_memory_bytes", "Memory used by the flow's state store."),
+    "late_rows_dropped_last_hour": ("late_drops_1h", "Rows dropped as later than the watermark, last hour."),
+    "duplicates_dropped_last_hour": ("duplicates_1h", "Duplicate rows dropped, last hour."),
+}
+
+
+class OverviewCollector:
+    """A prometheus_client collector over one overview answer."""
+
+    def __init__(self, overview: dict[str, Any], tables: dict[str, dict[str, Any]]) -> None:
+        self.overview = overview
+        self.tables = tables  # table name -> {"rows", "version", "quarantine_rows"}
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        state = GaugeMetricFamily(
+            "lakehouse_flow_state",
+            "1 for the flow's current state, 0 for the others.",
+            labels=["pipeline", "flow", "state"],
+        )
+        gauges = {
+            name: GaugeMetricFamily(f"lakehouse_flow_{name}", text, labels=["pipeline", "flow"])
+            for name, (_, text) in FLOW_GAUGES.items()
+        }
+        table_gauges = {
+            "rows": GaugeMetricFamily(
+                "lakehouse_table_rows", "Rows in the table (Delta log).", labels=["pipeline", "table"]
+            ),
+            "version": GaugeMetricFamily(
+                "lakehouse_table_version", "The table's Delta version.", labels=["pipeline", "table"]
+            ),
+            "quarantine_rows": GaugeMetricFamily(
+                "lakehouse_table_quarantine_rows",
+                "Rows in the table's quarantine.",
+                labels=["pipeline", "table"],
+            ),
+            "quality_failures": GaugeMetricFamily(
+                "lakehouse_table_quality_failures",
+                "Expectations that failed in the table's latest table check (0: passed).",
+                labels=["pipeline", "table"],
+            ),
+        }
+        for pipeline in self.overview["pipelines"]:
+            for flow in pipeline["flows"]:
+                labels = [pipeline["name"], flow["flow"]]
+                for s in STATES:
+                    state.add_metric([*labels, s], 1.0 if flow["state"] == s else 0.0)
+                for name, (figure, _) in FLOW_GAUGES.items():
+                    if flow.get(figure) is not None:
+                        gauges[name].add_metric(labels, float(flow[figure]))
+                table = self.tables.get(flow["flow"], {})
+                for name in ("rows", "version", "quarantine_rows"):
+                    if table.get(name) is not None:
+                        table_gauges[name].add_metric(labels, float(table[name]))
+                if flow.get("quality"):
+                    table_gauges["quality_failures"].add_metric(labels, float(len(flow["quality"]["failed"])))
+        yield state
+        yield from gauges.values()
+        yield from table_gauges.values()
+
+
+def exposition(overview: dict[str, Any], tables: dict[str, dict[str, Any]]) -> bytes:
+    """The text exposition format (``text/plain; version=0.0.4``)."""
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(OverviewCollector(overview, tables))  # type: ignore[arg-type]
+    return generate_latest(registry)

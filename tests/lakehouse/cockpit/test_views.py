@@ -1,0 +1,162 @@
+"""The cockpit's figures come from the control files and ops tables the drivers and Airflow
+write; seeded here as they would be (no Spark), read back as the pages and Prometheus see them."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING
+
+import pyarrow as pa
+from deltalake import write_deltalake
+from prometheus_client.parser import text_string_to_metric_families
+
+from lakehouse.cockpit import metrics, views
+from lakehouse.config import Settings
+from lakehouse.control import Deployment, FlowControl
+from lakehouse.lake import Lake
+from lakehouse.monitoring.alerts import AlertLog
+from lakehouse.monitoring.progress import ProgressLog
+from lakehouse.quality.results import QualityLog
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from lakehouse.spec import Pipeline
+
+BRONZE, SILVER = "bronze.device_events", "silver.device_events"
+
+
+def seed(tmp_path: Path, iot: Pipeline, now: datetime) -> Settings:
+    """bronze deployed and running (this process holds its lease) with 3 batches recorded;
+    silver deployed but down; a failed table check on silver; an alert; silver's quarantine."""
+    conf = Settings(root=str(tmp_path / "lake"), control_dir=str(tmp_path / "control"))
+    control = FlowControl.of(conf, "iot")
+    for flow in (BRONZE, SILVER):
+        control.deploy(Deployment(flow, "g1", "5 seconds", now - timedelta(minutes=10)))
+    control.acquire(BRONZE, "driver-1", ttl=600, trigger="continuous")
+    base = {"pipeline": "iot", "flow": BRONZE, "query_id": "q1", "run_id": "r1"}
+    batches = [
+        {
+            **base,
+            "event": "progress",
+            "batch_id": b,
+            "num_input_rows": 100,
+            "processed_rows_per_second": 50.0 + b,
+            "batch_duration_ms": 2000,
+            "watermark": now - timedelta(minutes=5),
+            "max_event_time": now - timedelta(seconds=30),
+            "rows_dropped_by_watermark": 2,
+            "duplicates_dropped": 1,
+            "backlog": 7,
+            "write_ms": 400,
+        }
+        for b in range(3)
+    ]
+    # batch 2 is recorded twice (a replay after a crash): counted once
+    ProgressLog(Lake.from_settings(conf)).append([{**base, "event": "started"}, *batches, batches[-1]])
+    check = {
+        "run_id": "check-1",
+        "origin": "check",
+        "pipeline": "iot",
+        "table_name": SILVER,
+        "action": "fail",
+    }
+    QualityLog(Lake.from_settings(conf)).append(
+        [
+            {**check, "expectation": "event_id_unique", "success": True},
+            {**check, "expectation": "signal_in_range", "success": False, "unexpected_count": 3},
+        ]
+    )
+    AlertLog(Lake.from_settings(conf)).append(
+        dag_id="iot_stream_monitor",
+        task_id="check_silver__device_events",
+        run_id="m1",
+        try_number=1,
+        message="DEAD",
+    )
+    AlertLog(Lake.from_settings(conf)).append(
+        dag_id="ads_stream_monitor", task_id="check", run_id="m2", try_number=1, message="not iot's"
+    )
+    quarantine = pa.table(
+        {
+            "device": ["d1", "d2", None],
+            "_failed_expectations": [["device_registered"], ["device_registered"], ["device_not_null"]],
+        }
+    ).append_column("_quarantined_at", pa.array([now] * 3, pa.timestamp("us", tz="UTC")))
+    write_deltalake(Lake.from_settings(conf).table("quarantine.silver_device_events"), quarantine)
+    return conf
+
+
+def test_the_overview_shows_each_flow_state_lag_drops_quality_and_alerts(
+    tmp_path: Path, iot: Pipeline
+) -> None:
+    now = datetime.now(UTC)
+    conf = seed(tmp_path, iot, now)
+    [pipeline] = views.overview(conf, {"iot": iot}, now=now)["pipelines"]
+    flows = {f["flow"]: f for f in pipeline["flows"]}
+    assert set(flows) == set(iot.table_names)
+    bronze, silver = flows[BRONZE], flows[SILVER]
+    assert bronze["state"] == "healthy" and bronze["heartbeat_age_s"] < 60
+    assert 299 <= bronze["watermark_lag_s"] <= 301 and 29 <= bronze["event_lag_s"] <= 31
+    assert (bronze["backlog"], bronze["batch_s"], bronze["batch_id"]) == (7, 2.0, 2)
+    assert (bronze["late_drops_1h"], bronze["duplicates_1h"]) == (6, 3)  # 3 batches, the replay once
+    assert silver["state"] == "dead" and "deployed but down" in silver["message"]
+    assert silver["quality"]["verdict"] == "failed" and silver["quality"]["failed"] == ["signal_in_range"]
+    assert (
+        flows["gold.device_status"]["state"] == "stopped" and flows["gold.device_status"]["quality"] is None
+    )
+    assert [a["message"] for a in pipeline["alerts"]] == ["DEAD"]
+    assert (
+        pipeline["dags"]["stream_deploy"] == "iot_stream_deploy"
+        and pipeline["dags"]["quality"] == "iot_quality"
+    )
+    assert views.pipeline_of_dag({"iot": iot}, "iot_backfill") == "iot"
+    assert views.pipeline_of_dag({"iot": iot}, "lakehouse_maintenance") is None
+
+
+def test_the_pipeline_page_draws_the_graph_charts_and_tables(tmp_path: Path, iot: Pipeline) -> None:
+    now = datetime.now(UTC)
+    conf = seed(tmp_path, iot, now)
+    page = views.pipeline_page(conf, iot, hours=1, now=now)
+    nodes = {n["id"]: n for n in page["graph"]["nodes"]}
+    assert nodes[BRONZE]["state"] == "healthy" and nodes[SILVER]["state"] == "dead"
+    assert nodes["quarantine.silver_device_events"]["rows"] == 3
+    assert {"from": BRONZE, "to": SILVER} in page["graph"]["edges"]
+    sources = [n for n in page["graph"]["nodes"] if n["layer"] == "source"]
+    assert sources and all(any(e["from"] == s["id"] for e in page["graph"]["edges"]) for s in sources)
+    series = page["series"][BRONZE]
+    assert (
+        sum(series["rows"]) == 300
+        and max(series["rows_per_s"]) >= 50
+        and 390 <= max(series["write_ms"]) <= 410
+    )
+    tables = {t["name"]: t for t in page["tables"]}
+    reasons = tables[SILVER]["quarantine"]["latest_reasons"]
+    assert {r["expectation"]: r["rows"] for r in reasons} == {"device_registered": 2, "device_not_null": 1}
+    quality = tables[SILVER]["quality"]
+    assert [e["name"] for e in quality["expectations"]] == ["event_id_unique", "signal_in_range"]
+    assert [e["results"] for e in quality["expectations"]] == [[True], [False]]
+    assert tables[BRONZE]["version"] is None  # not written yet: no figures, no error
+
+
+def test_prometheus_exposition_parses_with_a_value_per_flow(tmp_path: Path, iot: Pipeline) -> None:
+    now = datetime.now(UTC)
+    conf = seed(tmp_path, iot, now)
+    pipelines = {"iot": iot}
+    text = metrics.exposition(views.overview(conf, pipelines, now=now), views.table_figures(conf, pipelines))
+    samples = {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(text.decode())
+        for s in family.samples
+    }
+
+    def value(name: str, **labels: str) -> float:
+        return samples[(name, tuple(sorted({"pipeline": "iot", **labels}.items())))]
+
+    assert value("lakehouse_flow_state", flow=BRONZE, state="healthy") == 1
+    assert value("lakehouse_flow_state", flow=BRONZE, state="dead") == 0
+    assert value("lakehouse_flow_state", flow=SILVER, state="dead") == 1
+    assert 29 <= value("lakehouse_flow_event_lag_seconds", flow=BRONZE) <= 31
+    assert value("lakehouse_flow_late_rows_dropped_last_hour", flow=BRONZE) == 6
+    assert value("lakehouse_table_quarantine_rows", table=SILVER) == 3
+    assert value("lakehouse_table_quality_failures", table=SILVER) == 1
