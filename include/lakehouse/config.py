@@ -106,6 +106,12 @@ class Settings(BaseSettings):
         description="How far the clocks of two hosts may disagree: another host's expired lease "
         "is taken over only this long after its expiry.",
     )
+    alert_conn_id: str = Field(
+        default="lakehouse_alerts",
+        description="Airflow connection through which failed tasks notify people (an `smtp` "
+        "connection with `to` in its extra, or an `http` webhook). Absent: alerts are only "
+        "recorded in `ops.alerts` and the task logs.",
+    )
     metrics_token_file: Path | None = Field(
         default=None,
         description="File holding a bearer token that may read the cockpit's Prometheus endpoint "

@@ -48,23 +48,41 @@ def _with_rights(answer: dict[str, Any], user: Any) -> dict[str, Any]:
     return answer
 
 
+def _bearer(request: Request) -> str | None:
+    scheme, _, token = request.headers.get("authorization", "").partition(" ")
+    return token.strip() if scheme.lower() == "bearer" else None
+
+
+async def _user(request: Request) -> Any:
+    """The request's Airflow user, as ``GetUserDep`` finds it (Bearer token, else the UI's cookie)."""
+    return await resolve_user_from_token(_bearer(request) or request.cookies.get(COOKIE_NAME_JWT_TOKEN))
+
+
 async def _metrics_reader(request: Request, conf: Settings) -> None:
     """The metrics token of ``LAKEHOUSE_METRICS_TOKEN_FILE``, or an Airflow login (else 401/403)."""
-    scheme, _, token = request.headers.get("authorization", "").partition(" ")
-    bearer = token.strip() if scheme.lower() == "bearer" else None
+    bearer = _bearer(request)
     if bearer and conf.metrics_token_file and conf.metrics_token_file.is_file():
         expected = conf.metrics_token_file.read_text().strip()
         if expected and hmac.compare_digest(bearer.encode(), expected.encode()):
             return
-    await resolve_user_from_token(bearer or request.cookies.get(COOKIE_NAME_JWT_TOKEN))
+    await _user(request)
 
 
 def cockpit_app() -> FastAPI:
     app = FastAPI(title="Lakehouse cockpit: streams, tables and quality of every pipeline")
 
     @app.get("/", response_model=None)
-    def page(user: GetUserDep, dag: str | None = None) -> HTMLResponse | RedirectResponse:
-        """The page; ``?dag=<dag_id>`` (the view on a DAG's page) opens that DAG's pipeline."""
+    async def page(request: Request, dag: str | None = None) -> HTMLResponse | RedirectResponse:
+        """The page; ``?dag=<dag_id>`` (the view on a DAG's page) opens that DAG's pipeline. A
+        browser that is not logged in is sent to Airflow's login, and back here after it."""
+        try:
+            await _user(request)
+        except HTTPException as exc:
+            if exc.status_code != 401:
+                raise
+            return RedirectResponse(
+                get_auth_manager().get_url_login(next_url=str(request.url)), status_code=307
+            )
         if dag is not None:
             name = views.pipeline_of_dag(registry.discover(settings().pipelines_package), dag)
             return RedirectResponse(f"./#/pipeline/{name}" if name else "./", status_code=307)

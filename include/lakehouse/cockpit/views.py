@@ -204,7 +204,7 @@ def _graph(pipeline: Pipeline, states: dict[str, str], quarantined: dict[str, in
         nodes.append(
             {"id": table.name, "kind": "table", "layer": table.layer, "state": states.get(table.name)}
         )
-        for source in table.sources:
+        if (source := table.source) is not None:  # the one this deployment reads
             label = (
                 ", ".join(source.topics)
                 if source.kind == "kafka"
@@ -368,7 +368,7 @@ def pipeline_page(
         **page,
         "generated_at": _iso(now),
         "range_hours": hours,
-        "graph": _graph(pipeline, states, quarantined),
+        "graph": _graph(pipeline.configured(settings.ingest), states, quarantined),
         "series": _series(mine, start, now),
         "phases": list(PHASES),
         "tables": tables,

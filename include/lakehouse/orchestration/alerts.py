@@ -1,26 +1,61 @@
-"""Failure callback of every generated task: log the alert and record it in ``ops.alerts``
-(``lakehouse.monitoring.alerts``), where whatever pages people can read it."""
+"""Failure callback of every generated task: log the alert, record it in ``ops.alerts``
+(``lakehouse.monitoring.alerts``, which the cockpit shows), and notify people through the
+Airflow connection ``LAKEHOUSE_ALERT_CONN_ID`` (default ``lakehouse_alerts``) when it exists.
+
+The monitor fails its ``check_<flow>`` task when a flow is stale, failing or out of restarts, and
+the quality DAG its ``verdict_<table>`` task when a table check fails, so both reach people here.
+A task that keeps failing (the monitor checks every 2 minutes) notifies once per
+:data:`REPEAT_AFTER`, not at every run; every failure is still recorded.
+
+- ``smtp`` connection: Airflow's ``SmtpNotifier`` (host, port, login, password; extra ``to`` (a
+  comma-separated list), ``from_email``, ``disable_tls``/``disable_ssl`` as the SMTP provider reads them).
+- ``http`` connection: a JSON POST (``{"text": ..., "dag_id": ..., ...}``, which Slack-style
+  incoming webhooks accept) to extra ``url``, or to the host when it is a URL.
+"""
 
 from __future__ import annotations
 
+import json
 import logging
-from typing import Any
+import urllib.request
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
+from urllib.parse import quote
 
+from lakehouse import times
 from lakehouse.config import settings
 from lakehouse.lake import Lake
 
+if TYPE_CHECKING:
+    from lakehouse.config import Settings
+
 log = logging.getLogger("lakehouse.alerts")
+
+REPEAT_AFTER = timedelta(hours=1)
 
 
 def on_failure(context: Any) -> None:
-    """Airflow ``on_failure_callback``: one ``ops.alerts`` row per failed task (after retries)."""
+    """Airflow ``on_failure_callback``: one ``ops.alerts`` row per failed task (after retries),
+    and a notification unless the same task already notified within :data:`REPEAT_AFTER`."""
     from lakehouse.monitoring.alerts import AlertLog  # deferred: DAG files parse without pyarrow
 
     ti = context["ti"]
     message = str(context.get("exception") or "task failed")
     log.error("ALERT %s.%s (run %s) failed: %s", ti.dag_id, ti.task_id, ti.run_id, message)
+    conf = settings()
+    alerts = AlertLog(Lake.from_settings(conf))
+    repeated = False
     try:
-        AlertLog(Lake.from_settings(settings())).append(
+        recent = alerts.read()
+        repeated = bool(
+            recent.height
+            and recent.filter(
+                (recent["dag_id"] == ti.dag_id)
+                & (recent["task_id"] == ti.task_id)
+                & (recent["raised_at"] >= times.now() - REPEAT_AFTER)
+            ).height
+        )
+        alerts.append(
             dag_id=ti.dag_id,
             task_id=ti.task_id,
             run_id=ti.run_id,
@@ -29,3 +64,72 @@ def on_failure(context: Any) -> None:
         )
     except Exception:  # the alert is in the task log either way
         log.exception("could not record the alert in ops.alerts")
+    if repeated:
+        log.info("%s.%s already notified within %s: not notifying again", ti.dag_id, ti.task_id, REPEAT_AFTER)
+        return
+    try:
+        notify(conf, context, message)
+    except Exception:  # a mail server down must not hide the task's own failure
+        log.exception("could not send the alert through connection %r", conf.alert_conn_id)
+
+
+def notify(conf: Settings, context: Any, message: str) -> str | None:
+    """Send the alert through ``conf.alert_conn_id``; how it went (None: no such connection)."""
+    from airflow.sdk import BaseHook
+    from airflow.sdk.exceptions import AirflowNotFoundException
+
+    try:
+        conn = BaseHook.get_connection(conf.alert_conn_id)
+    except AirflowNotFoundException:
+        log.info("no Airflow connection %r: the alert is recorded, nobody is notified", conf.alert_conn_id)
+        return None
+    from airflow.configuration import conf as airflow_conf
+
+    ti = context["ti"]
+    base = airflow_conf.get("api", "base_url", fallback="") or ""
+    run_url = f"{base.rstrip('/')}/dags/{quote(ti.dag_id)}/runs/{quote(ti.run_id, safe='')}"
+    subject = f"[lakehouse] {ti.dag_id}.{ti.task_id} failed"
+    extra = conn.extra_dejson
+    if conn.conn_type in ("smtp", "email"):
+        from airflow.providers.smtp.notifications.smtp import SmtpNotifier
+
+        html = (
+            f"<p><b>{_html(ti.dag_id)}.{_html(ti.task_id)}</b> failed (run {_html(ti.run_id)}, "
+            f'try {ti.try_number}): <a href="{_html(run_url)}">{_html(run_url)}</a></p><pre>{_html(message[:5000])}</pre>'
+        )
+        SmtpNotifier(
+            to=[a.strip() for a in str(extra["to"]).split(",")],
+            from_email=extra.get("from_email"),
+            subject=subject,
+            html_content=html,
+            smtp_conn_id=conf.alert_conn_id,
+        ).notify(context)
+        return f"mailed to {extra['to']}"
+    if conn.conn_type in ("http", "https"):
+        url = extra.get("url") or (
+            conn.host if "://" in (conn.host or "") else f"{conn.conn_type}://{conn.host}"
+        )
+        body = {
+            "text": f"{subject}: {message[:1000]}\n{run_url}",
+            "dag_id": ti.dag_id,
+            "task_id": ti.task_id,
+            "run_id": ti.run_id,
+            "try_number": ti.try_number,
+            "message": message[:10_000],
+            "url": run_url,
+        }
+        request = urllib.request.Request(
+            url, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"}, method="POST"
+        )
+        with urllib.request.urlopen(request, timeout=30) as answer:
+            return f"posted to the webhook: HTTP {answer.status}"
+    log.error(
+        "connection %r has type %r: alerts go through an 'smtp' or an 'http' connection",
+        conf.alert_conn_id,
+        conn.conn_type,
+    )
+    return None
+
+
+def _html(text: str) -> str:
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace('"', "&quot;")

@@ -306,6 +306,7 @@ def ensure_driver_pool(platform: Platform) -> None:
 def airflow_banner(platform: Platform) -> str:
     return (
         f"Airflow UI   {platform.url}   login: {ADMIN} / {platform.password()}\n"
+        f"  Cockpit      {platform.url}/lakehouse/   (every flow's health, lag and quality; deploy and stop)\n"
         f"  Data Docs    {platform.url}/quality-docs/   (Great Expectations; built by the *_quality DAGs)"
     )
 

@@ -233,3 +233,65 @@ def test_a_browser_triggers_a_backfill_with_params_and_sees_it_succeed(platform)
         assert rows.height > 0, f"{table} was not backfilled"
     bronze = read_table(lake.table("bronze.device_events")).filter(pl.col("event_time").is_not_null())
     assert bronze["event_time"].min() >= today and bronze["event_time"].max() < today + timedelta(days=1)
+
+
+def flow_state(page, flow: str) -> str:
+    return page.locator(f'tr[data-flow="{flow}"] .state').first.inner_text()
+
+
+@pytest.mark.slow
+def test_the_cockpit_deploys_a_flow_sees_it_healthy_with_charts_and_stops_it(platform) -> None:
+    """As an operator would: the Lakehouse entry in Airflow's navigation, the pipeline page,
+    deploy from the page, the flow turns healthy and its charts fill, stop from the page."""
+    from playwright.sync_api import expect, sync_playwright
+
+    running, _ = platform
+    flow = "bronze.device_events"
+    shots = Path(running.conf.platform_dir)
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        page = browser.new_page(viewport={"width": 1500, "height": 1100})
+        page.set_default_timeout(60_000)
+        page.on("dialog", lambda dialog: dialog.accept())  # "deploy bronze.device_events?"
+        page.goto(f"{running.url}/lakehouse/")  # not logged in: Airflow's login, then back here
+        page.get_by_label("Username").fill("admin")
+        page.get_by_label("Password").fill(running.password())
+        page.get_by_role("button", name="Sign in").click()
+        page.wait_for_url("**/lakehouse/")
+        expect(page.locator('section[data-pipeline="iot"]')).to_be_visible()
+        expect(page.locator('section[data-pipeline="ads"]')).to_be_visible()
+        assert flow_state(page, flow) == "stopped"
+
+        page.goto(f"{running.url}/")  # the entry in Airflow's navigation opens the cockpit in the UI
+        page.get_by_role("link", name="Lakehouse").first.click()
+        expect(page.frame_locator("iframe").locator('section[data-pipeline="iot"]')).to_be_visible()
+
+        page.goto(f"{running.url}/lakehouse/#/pipeline/iot")
+        expect(page.locator("svg[aria-label='flow graph']")).to_be_visible()
+        page.locator(f'button[data-act="deploy"][data-flow="{flow}"]').click()
+        expect(page.locator("#log")).to_contain_text("deploy triggered: iot_stream_deploy")
+        deadline = time.monotonic() + 420
+        while flow_state(page, flow) != "healthy":
+            assert time.monotonic() < deadline, (
+                f"{flow} is {flow_state(page, flow)} 7 minutes after the deploy"
+            )
+            page.wait_for_timeout(5000)
+        page.select_option("#range", "0.25")
+        expect(page.locator(".chart path").first).to_be_visible(timeout=120_000)  # bronze's charts fill
+        page.screenshot(path=str(shots / "cockpit-pipeline.png"), full_page=True)
+        page.goto(f"{running.url}/lakehouse/")
+        expect(page.locator(f'section[data-pipeline="iot"] tr[data-flow="{flow}"] .state')).to_have_text(
+            "healthy"
+        )
+        page.screenshot(path=str(shots / "cockpit-overview.png"), full_page=True)
+
+        page.goto(f"{running.url}/lakehouse/#/pipeline/iot")
+        page.locator(f'button[data-act="stop"][data-flow="{flow}"]').click()
+        expect(page.locator("#log")).to_contain_text("stop triggered: iot_stream_stop")
+        deadline = time.monotonic() + 300
+        while flow_state(page, flow) != "stopped":
+            assert time.monotonic() < deadline, f"{flow} is {flow_state(page, flow)} 5 minutes after the stop"
+            page.wait_for_timeout(5000)
+        browser.close()
+    audit = running.api("GET", "/api/v2/eventLogs?dag_id=iot_stream_deploy&event=trigger_dag_run")
+    assert [e["owner"] for e in audit["event_logs"]] == ["admin"]  # Airflow's audit log names the user
