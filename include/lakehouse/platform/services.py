@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
 ADMIN = "admin"
+VIEWER = "viewer"  # a read-only UI login: sees the DAGs and the cockpit, triggers nothing
 ANALYST = "analyst"
 DRIVER_POOL = "lakehouse_drivers"  # the Airflow pool of Spark-driver tasks (LAKEHOUSE_DRIVER_POOL)
 MARKER = "EMBEDDED_PLATFORM_SERVICE"
@@ -105,12 +106,15 @@ class Platform:
     def log_file(self, name: str) -> Path:
         return self.dir / "logs" / f"{name}.log"
 
-    def password(self) -> str:
-        """The admin password: generated on first ``up``, kept in the platform directory."""
+    def password(self, user: str = ADMIN) -> str:
+        """A UI login's password (``admin``, or the read-only ``viewer``): generated on first
+        ``up``, kept in the platform directory."""
         path = self.dir / "passwords.json"
-        if not path.exists():
-            write_secret(path, json.dumps({ADMIN: secrets.token_urlsafe(12)}))
-        return json.loads(path.read_text())[ADMIN]
+        known = json.loads(path.read_text()) if path.exists() else {}
+        if not all(known.get(u) for u in (ADMIN, VIEWER)):
+            known = {u: known.get(u) or secrets.token_urlsafe(12) for u in (ADMIN, VIEWER)}
+            write_secret(path, json.dumps(known))
+        return known[user]
 
     @property
     def sql_users(self) -> Path:
@@ -152,7 +156,7 @@ class Platform:
             "AIRFLOW__CORE__PARALLELISM": "4",
             # SQLite serializes writers: on a busy small machine the execution API answers slowly
             "AIRFLOW__WORKERS__EXECUTION_API_TIMEOUT": "60",
-            "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": f"{ADMIN}:admin",
+            "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": f"{ADMIN}:admin,{VIEWER}:viewer",
             "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(self.dir / "passwords.json"),
             "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"http://127.0.0.1:{port}/execution/",
             "AIRFLOW__API__HOST": "127.0.0.1",
@@ -305,7 +309,8 @@ def ensure_driver_pool(platform: Platform) -> None:
 
 def airflow_banner(platform: Platform) -> str:
     return (
-        f"Airflow UI   {platform.url}   login: {ADMIN} / {platform.password()}\n"
+        f"Airflow UI   {platform.url}   login: {ADMIN} / {platform.password()}   "
+        f"(read-only: {VIEWER} / {platform.password(VIEWER)})\n"
         f"  Cockpit      {platform.url}/lakehouse/   (every flow's health, lag and quality; deploy and stop)\n"
         f"  Data Docs    {platform.url}/quality-docs/   (Great Expectations; built by the *_quality DAGs)"
     )

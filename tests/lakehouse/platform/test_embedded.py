@@ -292,6 +292,16 @@ def test_the_cockpit_deploys_a_flow_sees_it_healthy_with_charts_and_stops_it(pla
         while flow_state(page, flow) != "stopped":
             assert time.monotonic() < deadline, f"{flow} is {flow_state(page, flow)} 5 minutes after the stop"
             page.wait_for_timeout(5000)
+
+        viewer = browser.new_page(viewport={"width": 1500, "height": 1100})  # make up's read-only login
+        viewer.goto(f"{running.url}/lakehouse/#/pipeline/iot")
+        viewer.get_by_label("Username").fill("viewer")
+        viewer.get_by_label("Password").fill(running.password("viewer"))
+        viewer.get_by_role("button", name="Sign in").click()
+        expect(viewer.get_by_text("read-only: your Airflow role may not trigger DAGs")).to_be_visible()
+        expect(viewer.locator(f'tr[data-flow="{flow}"] .state')).to_have_text("stopped")  # sees
+        buttons = viewer.locator("button[data-act]")
+        assert buttons.count() >= 5 and all(b.is_disabled() for b in buttons.all())  # cannot act
         browser.close()
     audit = running.api("GET", "/api/v2/eventLogs?dag_id=iot_stream_deploy&event=trigger_dag_run")
     assert [e["owner"] for e in audit["event_logs"]] == ["admin"]  # Airflow's audit log names the user
