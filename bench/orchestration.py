@@ -7,13 +7,17 @@
   until every query started, resident memory and CPU of the driver processes;
 - ``restart``: time from a driver's death (SIGKILL of the Python driver, then of the JVM) to
   its restart by the scheduled monitor DAG of a real embedded platform (``make up``);
+- ``memory``: the four ``iot`` flows deployed in one driver with the generator's traffic for
+  ``--minutes`` (30): driver resident memory (Python driver + JVM) and state store size (rows and
+  bytes, from the progress of each batch) sampled every 30 s; after a 5-minute warm-up both must
+  stay within +-10% (issue 13, goal 6). Written to ``bench/results/memory.json``;
 - ``first-start``: ``make up`` as a newcomer gets it (every DAG unpaused, the generators
   landing data), then ``iot_stream_deploy`` triggered at once: the load average over time,
   seconds from the trigger to the first gold row, the drivers running the flows, the DAG runs
   of the first minutes and the monitor runs' durations. Written to
   ``bench/results/first_start.json``.
 
-Usage: ``.venv/bin/python bench/orchestration.py parse|drivers|restart|first-start|all [--runs N]``
+Usage: ``.venv/bin/python bench/orchestration.py parse|drivers|restart|memory|first-start|all [--runs N]``
 """
 
 from __future__ import annotations
@@ -173,6 +177,85 @@ def drivers(settle: float) -> None:
                 f"RSS {rss_after:6.0f} MiB; CPU {cpu_share:4.2f} cores over the next {settle:.0f} s "
                 "(a 2,000-event backlog, then 10 events/s)"
             )
+
+
+# --------------------------------------------------------------------------- memory
+
+
+def memory(minutes: float, warmup: float = 5.0) -> None:
+    import polars as pl
+
+    from lakehouse.config import Settings
+    from lakehouse.control import FlowControl
+    from lakehouse.generators import Landing
+    from lakehouse.lake import Lake
+    from lakehouse.monitoring.progress import ProgressLog
+    from lakehouse.orchestration import operations
+    from lakehouse.registry import get
+    from pipelines.iot.generator import generate
+
+    with tempfile.TemporaryDirectory() as tmp:
+        env = base_env(Path(tmp))
+        os.environ.update({k: v for k, v in env.items() if k.startswith(("LAKEHOUSE_", "AIRFLOW", "PATH"))})
+        os.environ["AIRFLOW_CONN_SPARK_DEFAULT"] = json.dumps({"conn_type": "spark", "host": "local[*]"})
+        conf, iot = Settings(), get("pipelines", "iot")
+        lake = Lake(conf.root)
+        generate(Landing(lake, iot), events=2000, files=4, seed=1)
+        operations.deploy(
+            conf, iot, list(FLOWS), operations.spark_submit_launcher(conf, iot), interval="5 seconds"
+        )
+        control, progress = FlowControl.of(conf, "iot"), ProgressLog(lake)
+        print(f"4 iot flows in one driver, 10 events/s for {minutes:g} min; sampling every 30 s", flush=True)
+        samples: list[dict[str, float]] = []
+        began = last_sample = time.monotonic()
+        try:
+            while (elapsed := time.monotonic() - began) < minutes * 60:
+                generate(Landing(lake, iot), events=50, files=1, seed=int(time.time()), end=datetime.now(UTC))
+                if time.monotonic() - last_sample >= 30 or not samples:
+                    last_sample = time.monotonic()
+                    leases = [control.running(f) for f in FLOWS]
+                    pids = {p for x in leases if x for p in (x.pid, x.jvm_pid) if p}
+                    rss, _ = driver_tree(pids)
+                    latest = progress.latest(progress.read().filter(pl.col("pipeline") == "iot"))
+                    sample = {
+                        "minute": round(elapsed / 60, 2),
+                        "rss_mib": round(rss, 1),
+                        "state_rows": float(latest["state_rows"].fill_null(0).sum()),
+                        "state_mib": round(float(latest["state_memory_bytes"].fill_null(0).sum()) / 2**20, 2),
+                        "flows_running": sum(1 for x in leases if x),
+                    }
+                    samples.append(sample)
+                    print(f"  {sample}", flush=True)
+                time.sleep(5)
+        finally:
+            operations.stop(conf, iot, list(FLOWS))
+    steady = [s for s in samples if s["minute"] >= warmup]
+    figures: dict[str, object] = {"minutes": minutes, "warmup_minutes": warmup, "samples": samples}
+    for key in ("rss_mib", "state_rows", "state_mib"):
+        values = [s[key] for s in steady]
+        middle = statistics.median(values) if values else 0.0
+        figures[key] = {
+            "median_after_warmup": middle,
+            "min": min(values, default=0.0),
+            "max": max(values, default=0.0),
+            "max_deviation_pct": round(100 * max(abs(v - middle) for v in values) / middle, 1)
+            if middle
+            else None,
+            "first_vs_last_5min_pct": _drift(steady, key),
+        }
+    (RESULTS / "memory.json").write_text(json.dumps(figures, indent=1))
+    print(json.dumps({k: v for k, v in figures.items() if k != "samples"}, indent=1))
+
+
+def _drift(samples: list[dict[str, float]], key: str) -> float | None:
+    """Change in percent between the median of the first and of the last 5 minutes sampled."""
+    if not samples:
+        return None
+    start, end = samples[0]["minute"], samples[-1]["minute"]
+    first = [s[key] for s in samples if s["minute"] < start + 5]
+    last = [s[key] for s in samples if s["minute"] > end - 5]
+    a, b = statistics.median(first), statistics.median(last)
+    return round(100 * (b - a) / a, 1) if a else None
 
 
 # --------------------------------------------------------------------------- restart
@@ -354,11 +437,14 @@ def wait(condition, timeout: float):
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("figure", choices=["parse", "drivers", "restart", "first-start", "all"])
+    parser.add_argument("figure", choices=["parse", "drivers", "restart", "memory", "first-start", "all"])
     parser.add_argument("--runs", type=int, default=5, help="interpreters per DAG file (parse)")
     parser.add_argument("--settle", type=float, default=60, help="seconds of traffic per layout (drivers)")
     parser.add_argument(
-        "--minutes", type=float, default=6, help="minutes sampled after the deploy (first-start)"
+        "--minutes",
+        type=float,
+        default=None,
+        help="minutes sampled (first-start: 6 after the deploy; memory: 30)",
     )
     args = parser.parse_args()
     if args.figure in ("parse", "all"):
@@ -367,8 +453,10 @@ def main() -> None:
         drivers(args.settle)
     if args.figure in ("restart", "all"):
         restart()
+    if args.figure in ("memory", "all"):
+        memory(args.minutes or 30)
     if args.figure in ("first-start", "all"):
-        first_start(args.minutes)
+        first_start(args.minutes or 6)
 
 
 if __name__ == "__main__":

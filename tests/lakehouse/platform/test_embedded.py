@@ -298,6 +298,8 @@ def test_the_cockpit_deploys_a_flow_sees_it_healthy_with_charts_and_stops_it(pla
         viewer.get_by_label("Username").fill("viewer")
         viewer.get_by_label("Password").fill(running.password("viewer"))
         viewer.get_by_role("button", name="Sign in").click()
+        viewer.wait_for_url("**/lakehouse/")  # the login's "next" has no #fragment: open the page again
+        viewer.goto(f"{running.url}/lakehouse/#/pipeline/iot")
         expect(viewer.get_by_text("read-only: your Airflow role may not trigger DAGs")).to_be_visible()
         expect(viewer.locator(f'tr[data-flow="{flow}"] .state')).to_have_text("stopped")  # sees
         buttons = viewer.locator("button[data-act]")
