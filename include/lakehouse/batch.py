@@ -137,7 +137,7 @@ def _write_slice(
     df.persist()  # read by the count, the checks, the quarantine and the table write
     try:
         if not allow_shrink and writer.replaces(slice_):
-            new, held = df.count(), writer.rows_in(df.sparkSession, slice_)
+            new, held = writer.slice_rows(df, slice_).count(), writer.rows_in(df.sparkSession, slice_)
             if new < held:
                 raise ShrinkRefused(
                     f"{writer.table.name}: the backfill of {slice_.label} would replace {held:,} rows "

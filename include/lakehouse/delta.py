@@ -25,12 +25,13 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, TypeVar
 
 from delta.tables import DeltaTable
+from pyspark.sql import functions as F
 from pyspark.sql.types import StructField, StructType
 
 from lakehouse import storage
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterator, Sequence
+    from collections.abc import Callable, Iterator, Mapping, Sequence
     from datetime import datetime
 
     from pyspark.sql import DataFrame, Row, SparkSession
@@ -38,6 +39,8 @@ if TYPE_CHECKING:
 log = logging.getLogger("lakehouse.delta")
 T = TypeVar("T")
 
+CHANGE_DATA_FEED = {"delta.enableChangeDataFeed": "true"}  # tables whose writes change rows
+ACTION = "_action"  # a diff row's column: what to do with its match (see merge_diff)
 CONFLICT_RETRIES = 8  # backoff 0.5 s, 1 s, ... : about 14 s of a busy concurrent writer
 _TXN_APP = "spark.databricks.delta.write.txnAppId"
 _TXN_VERSION = "spark.databricks.delta.write.txnVersion"
@@ -88,8 +91,9 @@ def ensure_table(
     name: str,
     comment: str = "",
     partition_by: Sequence[str] = (),
+    properties: Mapping[str, str] | None = None,
 ) -> None:
-    """Create the Delta table (schema, partitioning) if it does not exist yet.
+    """Create the Delta table (schema, partitioning, table properties) if it does not exist yet.
 
     Streams create their output before starting so that downstream streams can start too.
     """
@@ -101,6 +105,8 @@ def ensure_table(
         builder = builder.comment(comment)
     if partition_by:
         builder = builder.partitionedBy(*partition_by)
+    for key, value in (properties or {}).items():
+        builder = builder.property(key, value)
     retry_on_conflict(builder.execute, f"create {name}")
 
 
@@ -167,15 +173,53 @@ def merge(df: DataFrame, path: str, *, on: str, update: bool | str) -> None:
     builder.whenNotMatchedInsertAll().withSchemaEvolution().execute()
 
 
+def merge_diff(df: DataFrame, path: str, *, on: str) -> None:
+    """MERGE a diff (alias ``s``) into the table (alias ``t``): each row's ``_action`` says what
+    to do: ``delete`` its match(es), ``upsert`` (update its match where a column differs, else
+    insert it), ``insert`` (never matched: ``on`` must require ``s._action = 'delete'`` then).
+    Rows that stay the same are not rewritten."""
+    columns = [c for c in df.columns if c != ACTION]
+    values = {f"`{c}`": f"s.`{c}`" for c in columns}
+    same = " AND ".join(f"t.`{c}` <=> s.`{c}`" for c in columns)
+    (
+        DeltaTable.forPath(df.sparkSession, path).alias("t").merge(df.alias("s"), on)
+        .whenMatchedDelete(f"s.{ACTION} = 'delete'")
+        .whenMatchedUpdate(f"s.{ACTION} = 'upsert' AND NOT ({same})", set=values)
+        .whenNotMatchedInsert(f"s.{ACTION} <> 'delete'", values=values)
+        .execute()
+    )  # fmt: skip
+
+
+def sync_rows(
+    fresh: DataFrame, path: str, *, identity: Sequence[str], scope: DataFrame | None = None
+) -> None:
+    """Make the table's rows equal ``fresh`` (``identity``: the columns naming a row) with one
+    MERGE that leaves equal rows as they are: rows of ``fresh`` are inserted or updated, held rows
+    missing from it are deleted. ``scope``: only held rows whose ``scope`` columns match one of
+    its rows are considered (the keys being recomputed); default all."""
+    held = fresh.sparkSession.read.format("delta").load(path)
+    if scope is not None:
+        held = held.join(scope, list(scope.columns), "left_semi")
+    same = [held[c].eqNullSafe(fresh[c]) for c in identity]
+    gone = held.join(fresh.select(*identity), same, "left_anti") if identity else held.limit(0)
+    diff = fresh.withColumn(ACTION, F.lit("upsert")).unionByName(gone.withColumn(ACTION, F.lit("delete")))
+    merge_diff(diff, path, on=" AND ".join(f"t.`{c}` <=> s.`{c}`" for c in identity))
+
+
 # --------------------------------------------------------------------------- slice replacement
 
 
-def replace(df: DataFrame, path: str, condition: str | None) -> None:
+def replace(
+    df: DataFrame, path: str, condition: str | None, *, app_id: str | None = None, version: int | None = None
+) -> None:
     """Replace the rows matching ``condition`` (all rows when ``None``) with ``df``: one attempt
-    (see the module doc for why it does not retry by itself)."""
+    (see the module doc for why it does not retry by itself). With ``app_id`` and ``version``, a
+    stream's commit: skipped when replayed."""
     writer = df.write.format("delta").mode("overwrite").option("mergeSchema", "true")
     if condition is not None:
         writer = writer.option("replaceWhere", condition)
+    if app_id is not None:
+        writer = writer.option("txnAppId", app_id).option("txnVersion", version)
     writer.save(path)
 
 

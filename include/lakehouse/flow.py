@@ -14,6 +14,7 @@ from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 from lakehouse import registry, storage
+from lakehouse.changes import normalize
 from lakehouse.slices import ALL_TIME, Slice, input_slice
 from lakehouse.sources import (
     EVERYTHING,
@@ -82,6 +83,22 @@ def read_upstream(
     return df
 
 
+def upstream_changes(spark: SparkSession, lake: Lake, pipeline: Pipeline, table: Table) -> DataFrame:
+    """The stream of a ``Recompute`` table: one row per row appended to any of its upstreams,
+    and a micro-batch (possibly of no rows) for each of their commits that changed rows: each
+    micro-batch recomputes the table."""
+    streams = [
+        read_upstream(spark, lake, pipeline, table, up, streaming=True, slice_=ALL_TIME).select(
+            F.lit(up.table).alias("_upstream")
+        )
+        for up in table.upstreams
+    ]
+    changes = streams[0]
+    for other in streams[1:]:
+        changes = changes.unionByName(other)
+    return changes
+
+
 def build(
     spark: SparkSession,
     lake: Lake,
@@ -116,8 +133,23 @@ def build(
         if table.transform is not None:
             df = registry.resolve(pipeline, table.transform)(df)
         return df
+    if table.applies_changes:  # every change: a slice's keys are recomputed from all of theirs
+        (upstream,) = table.upstreams
+        changes = read_upstream(spark, lake, pipeline, table, upstream, streaming=streaming, slice_=ALL_TIME)
+        changes = normalize(changes, table)
+        if table.transform is not None:
+            changes = registry.resolve(pipeline, table.transform)(changes)
+        return changes
+    if table.recomputes and streaming:
+        raise SpecError(
+            f"{table.name!r} is recomputed from its upstreams as a batch whenever they change: its "
+            "stream is upstream_changes(...), each micro-batch computing build(streaming=False)"
+        )
+    whole = table.recomputes  # a recomputed table's transform may read any row of its upstreams
     inputs = [
-        read_upstream(spark, lake, pipeline, table, up, streaming=streaming, slice_=slice_)
+        read_upstream(
+            spark, lake, pipeline, table, up, streaming=streaming, slice_=ALL_TIME if whole else slice_
+        )
         for up in table.upstreams
     ]
     lookups = [read_lookup(spark, lake, pipeline, pipeline.lookup(name)) for name in table.lookups]

@@ -192,11 +192,13 @@ def maintain(
     *,
     force: bool = False,
 ) -> list[TableReport]:
-    """Maintain the pipeline's tables (all by default) and their quarantine tables that exist;
+    """Maintain the pipeline's tables (all by default), their quarantine tables and change logs that exist;
     ``readers``: every pipeline whose streams may read them."""
     lake = Lake.from_settings(settings)
-    names = [t.name for t in pipeline.select(tables or None)]
-    candidates = [*names, *(quarantine_name(n) for n in names)]
+    selected = pipeline.select(tables or None)
+    names = [t.name for t in selected]
+    logs = [t.changes for t in selected if t.applies_changes]
+    candidates = [*names, *(quarantine_name(n) for n in names), *logs]
     existing = [n for n in candidates if delta.exists(spark, lake.table(n))]
     return [
         maintain_table(spark, settings, pipeline, readers, name, retention_hours, force=force)

@@ -101,6 +101,8 @@ def affected_slice(table: Table, changed: Slice, upstream: Upstream | None = Non
     flows with :class:`State`: every row from ``start`` on that the state can carry the change
     to (to the end of the table unless ``history`` bounds it).
     """
+    if table.recomputes:  # any of its rows may read any upstream row
+        return ALL_TIME
     if upstream is not None:
         changed = Slice(
             changed.start - upstream.lookahead_delta if changed.start else None,

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Literal, Protocol
 
 from lakehouse.checkpoints import Checkpoint
 from lakehouse.errors import OperationFailed
-from lakehouse.flow import build
+from lakehouse.flow import build, upstream_changes
 from lakehouse.monitoring.listener import ProgressRecorder
 from lakehouse.monitoring.progress import BATCH_TIMINGS, ProgressLog, query_name
 from lakehouse.quality.gate import QualityGate, Verdict
@@ -88,10 +88,16 @@ class FlowSink:
         writer: TableWriter,
         gate: QualityGate | None,
         prepare: Callable[[DataFrame, int], DataFrame] | None = None,
+        *,
+        recomputed: bool = False,
     ) -> None:
         self.writer = writer
         self.gate = gate
-        self.prepare = prepare  # steps that need the whole micro-batch (landing accounting)
+        # Steps that need the whole micro-batch (landing accounting), or that compute the rows
+        # from the tables whenever the batch says they changed (``recomputed``: kept in memory
+        # for the gate and the write).
+        self.prepare = prepare
+        self.recomputed = recomputed
         self._query_id: str | None = None
         self._bound = threading.Event()
 
@@ -108,6 +114,7 @@ class FlowSink:
         # would otherwise never run, and stateful operators would not commit this batch's state.
         # Materializing it on its own also times the read and transform apart from the gate.
         batch.persist()
+        rows = batch
         clock = time.perf_counter()
         phases: dict[str, float] = {}
 
@@ -120,14 +127,20 @@ class FlowSink:
         try:
             batch.count()
             lap("compute")
-            rows = self.prepare(batch, batch_id) if self.prepare else batch
-            lap("compute")  # landing accounting: part of reading the batch
+            if self.prepare:
+                rows = self.prepare(batch, batch_id)
+                if self.recomputed:
+                    rows = rows.persist()
+                    rows.count()
+            lap("compute")  # landing accounting, a recomputation: part of computing the batch
             verdict = Verdict(rows, None) if self.gate is None else self.gate.judge(rows, origin)
             lap("gate")
             phases.update(self.writer.write_batch(verdict.kept, verdict.rejected, origin))
             BATCH_TIMINGS.record(self._query_id, batch_id, phases)
         finally:
             batch.unpersist()
+            if rows is not batch and self.recomputed:
+                rows.unpersist()
 
 
 class StreamRunner:
@@ -152,11 +165,20 @@ class StreamRunner:
 
     def start(self, table: Table, trigger: Trigger) -> StreamingQuery:
         """Start ``table``'s flow; its output table exists once this returns."""
-        df = build(self.spark, self.lake, self.pipeline, table, streaming=True)
         writer = TableWriter(self.lake, table)
-        writer.ensure(df.drop(*ACCOUNTING_COLUMNS))
         gate = QualityGate.for_table(self.lake, self.pipeline, table)
-        sink = FlowSink(writer, gate, self._landing_accounting(table))
+        if table.recomputes:  # its upstreams' commits trigger it; each batch recomputes it
+
+            def recompute(_changes: DataFrame, _batch_id: int) -> DataFrame:
+                return build(self.spark, self.lake, self.pipeline, table, streaming=False)
+
+            df = upstream_changes(self.spark, self.lake, self.pipeline, table)
+            writer.ensure(recompute(df, -1))
+            sink = FlowSink(writer, gate, recompute, recomputed=True)
+        else:
+            df = build(self.spark, self.lake, self.pipeline, table, streaming=True)
+            writer.ensure(df.drop(*ACCOUNTING_COLUMNS))
+            sink = FlowSink(writer, gate, self._landing_accounting(table))
         stream = (
             df.writeStream.queryName(query_name(self.pipeline.name, table.name))
             .outputMode(table.output_mode)

@@ -9,6 +9,10 @@ Append(keys)    append once (deduplicated upstream)     replace the slice
 Upsert          MERGE latest row per key (newer wins)   same MERGE (full refresh: overwrite)
 Aggregate       MERGE updated windows in place,         replace the slice of windows
                 bounded to the batch's windows
+Scd1, Scd2      log the changes once, then recompute    recompute the keys changed in the
+                the batch's keys (``lakehouse.history``) slice (full refresh: all keys)
+Recompute       the transform over the upstreams,       the same, then replace the slice
+                MERGEd (changed rows only)
 quarantine      append once                             replace the slice
 ==============  =====================================  ======================================
 
@@ -34,8 +38,9 @@ from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 from lakehouse import delta
+from lakehouse.history import ChangeApplier
 from lakehouse.spec import Aggregate, Append, Upsert
-from lakehouse.spec.table import QUARANTINE_REASONS
+from lakehouse.spec.table import CHANGE_TIME, QUARANTINE_REASONS
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -90,12 +95,18 @@ class TableWriter:
         self.path = lake.table(table.name)
         self.quarantine_path = lake.table(table.quarantine)
         self._quarantine_ready = False
+        self.changes = ChangeApplier(lake, table) if table.applies_changes else None
 
     def ensure(self, df: DataFrame) -> None:
-        """Create the table from the flow's schema if it does not exist yet."""
+        """Create the table from the flow's schema if it does not exist yet (a change feed's
+        table and its change log from the flow's change rows)."""
+        if self.changes is not None:
+            self.changes.ensure(df)
+            return
         delta.ensure_table(
             df.sparkSession, self.path, df.schema, name=self.table.name,
             comment=self.table.description, partition_by=self.table.partition_by,
+            properties=delta.CHANGE_DATA_FEED if self.table.recomputes else None,
         )  # fmt: skip
 
     # ---------------------------------------------------------------- streams
@@ -116,6 +127,13 @@ class TableWriter:
             what = f"{self.table.name} batch {origin.batch_id}"
             if isinstance(self.table.write, Append):
                 delta.append_once(rows, self.path, app_id=origin.run_id, version=origin.batch_id, what=what)
+            elif self.changes is not None:
+                self.changes.apply_batch(rows, app_id=origin.run_id, batch_id=origin.batch_id)
+            elif self.table.recomputes:
+                delta.once(
+                    rows.sparkSession, lambda: self._refresh(rows, origin),
+                    app_id=origin.run_id, version=origin.batch_id, what=what,
+                )  # fmt: skip
             else:
                 delta.once(
                     rows.sparkSession, lambda: self._merge(rows),
@@ -149,7 +167,9 @@ class TableWriter:
         )
         try:
             table = self.table
-            if isinstance(table.write, Upsert) and not slice_.is_full:
+            if self.changes is not None:
+                self.changes.apply_slice(rows, self._condition(slice_))
+            elif isinstance(table.write, Upsert) and not slice_.is_full:
                 self._merge(rows)
             elif isinstance(table.write, Upsert):
                 delta.replace(latest_per_key(rows, table), self.path, None)
@@ -160,31 +180,52 @@ class TableWriter:
                 pending.result()
 
     def replaces(self, slice_: Slice) -> bool:
-        """Whether writing ``slice_`` replaces what the table holds there (upserts merge into it)."""
+        """Whether writing ``slice_`` replaces what the table holds there (upserts merge into it;
+        a change feed's slice is the changes in it, which replace those its log holds)."""
         return not (isinstance(self.table.write, Upsert) and not slice_.is_full)
 
     def rows_in(self, spark: SparkSession, slice_: Slice) -> int:
-        """Rows the table and its quarantine hold in ``slice_``."""
+        """Rows the table (a change feed: its change log) and its quarantine hold in ``slice_``."""
         condition = self._condition(slice_) or "true"
+        held = self.changes.log_path if self.changes is not None else self.path
         return sum(
             spark.read.format("delta").load(path).where(condition).count()
-            for path in (self.path, self.quarantine_path)
+            for path in (held, self.quarantine_path)
             if delta.exists(spark, path)
         )
 
+    def slice_rows(self, df: DataFrame, slice_: Slice) -> DataFrame:
+        """The rows of a backfill's ``df`` in ``slice_`` (a change feed's flow reads every change:
+        a slice's keys are recomputed from all theirs)."""
+        condition = self._condition(slice_)
+        return df.where(condition) if self.changes is not None and condition else df
+
     def _quarantine_slice(self, rejected: DataFrame, origin: Origin) -> None:
         assert origin.slice is not None
-        rows = self._with_origin(rejected, origin)
+        rows = self._with_origin(self.slice_rows(rejected, origin.slice), origin)
         self._ensure_quarantine(rows)
         delta.replace(rows, self.quarantine_path, self._condition(origin.slice))
 
     def _condition(self, slice_: Slice) -> str | None:
+        """The slice as a condition on the table's rows (``None``: all of them): its event time;
+        a change feed's changes by their time; a recomputed table without event time is whole."""
         if slice_.is_full:
+            return None
+        if self.changes is not None:
+            return slice_.condition(f"`{CHANGE_TIME}`")
+        if self.table.recomputes and not self.table.time_expression:
             return None
         assert self.table.time_expression, f"{self.table.name} has no event_time to slice on"
         return slice_.condition(self.table.time_expression)
 
     # ---------------------------------------------------------------- shared
+    def _refresh(self, rows: DataFrame, origin: Origin) -> None:
+        """A recomputed table becomes ``rows``: only rows that differ change (with keys)."""
+        if self.table.keys:
+            delta.sync_rows(rows, self.path, identity=self.table.keys)
+        else:
+            delta.replace(rows, self.path, None, app_id=origin.run_id, version=origin.batch_id)
+
     def _merge(self, df: DataFrame) -> None:
         table = self.table
         if isinstance(table.write, Upsert):

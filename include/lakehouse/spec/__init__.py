@@ -9,7 +9,8 @@ wrong, where, and how to fix it, never halfway through a stream.
 
 =================  =====================================================================
 ``sources``        ``JsonFiles``, ``KafkaTopic`` (bronze), ``Lookup`` (reference data)
-``modes``          ``Append``, ``Upsert``, ``Aggregate`` (+ ``Window``): how a table is written
+``modes``          ``Append``, ``Upsert``, ``Aggregate`` (+ ``Window``), ``Scd1``, ``Scd2``,
+                   ``Recompute``: how a table is written
 ``table``          ``Table``, ``Upstream``, ``State``
 ``pipeline``       ``Pipeline``: the graph of tables, checked as a whole
 ``expectations``   ``gxe``: Great Expectations declared by name (also ``lakehouse.quality.gxe``)
@@ -19,21 +20,35 @@ wrong, where, and how to fix it, never halfway through a stream.
 
 from lakehouse.spec.durations import SpecError, parse_duration
 from lakehouse.spec.expectations import Expectation, gxe
-from lakehouse.spec.modes import Aggregate, Append, Upsert, Window, WriteMode
+from lakehouse.spec.modes import (
+    Aggregate,
+    Append,
+    ChangeMode,
+    Recompute,
+    Scd1,
+    Scd2,
+    Upsert,
+    Window,
+    WriteMode,
+)
 from lakehouse.spec.pipeline import Pipeline
-from lakehouse.spec.sources import Column, JsonFiles, KafkaTopic, Lookup, Source, ddl_columns
-from lakehouse.spec.table import LAYERS, State, Table, TransformRef, Upstream, quarantine_name
+from lakehouse.spec.sources import Column, JsonFiles, KafkaTopic, Lookup, Source, ddl_columns, debezium_schema
+from lakehouse.spec.table import LAYERS, State, Table, TransformRef, Upstream, changes_name, quarantine_name
 
 __all__ = [
     "LAYERS",
     "Aggregate",
     "Append",
+    "ChangeMode",
     "Column",
     "Expectation",
     "JsonFiles",
     "KafkaTopic",
     "Lookup",
     "Pipeline",
+    "Recompute",
+    "Scd1",
+    "Scd2",
     "Source",
     "SpecError",
     "State",
@@ -43,7 +58,9 @@ __all__ = [
     "Upstream",
     "Window",
     "WriteMode",
+    "changes_name",
     "ddl_columns",
+    "debezium_schema",
     "gxe",
     "parse_duration",
     "quarantine_name",

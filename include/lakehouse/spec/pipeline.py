@@ -142,6 +142,13 @@ class Pipeline:
         for table in self.tables:
             for up in table.upstreams:
                 upstream = by_name[up.table]
+                if (upstream.applies_changes or upstream.recomputes) and not table.recomputes:
+                    raise SpecError(
+                        f"table {table.name!r} reads {upstream.name!r}, whose writes change rows it "
+                        f"already holds ({upstream.write.describe()}): a stream of its appends would "
+                        "miss them. Declare write=Recompute(keys=[...]) on "
+                        f"{table.name!r}: it is recomputed whenever {upstream.name!r} changes"
+                    )
                 if (up.lookback or up.lookahead) and not upstream.event_time:
                     raise SpecError(
                         f"table {table.name!r} reads upstream {upstream.name!r} with a lookback or "

@@ -63,6 +63,20 @@ def ddl_columns(ddl: str) -> tuple[Column, ...]:
     return tuple(columns)
 
 
+DEBEZIUM_SOURCE = "lsn BIGINT, ts_ms BIGINT"
+
+
+def debezium_schema(row: str, source: str = DEBEZIUM_SOURCE) -> str:
+    """The schema (Spark DDL) of a Debezium change event whose row has the columns of ``row``
+    (DDL), as the JSON converter writes it without schemas: ``op``, ``before`` and ``after`` (the
+    row before and after the change), ``source`` (its fields in ``source``, DDL: the position in
+    the source's log and the commit time by default) and ``ts_ms``. Bronze tables of change feeds
+    declare it as their source schema; ``Scd1``/``Scd2`` tables read them."""
+    image = ", ".join(f"`{c.name}`: {c.type}" for c in ddl_columns(row))
+    origin = ", ".join(f"`{c.name}`: {c.type}" for c in ddl_columns(source))
+    return f"op STRING, before STRUCT<{image}>, after STRUCT<{image}>, source STRUCT<{origin}>, ts_ms BIGINT"
+
+
 @frozen
 class JsonFiles:
     """Bronze source: JSON-lines files dropped in ``<root>/landing/<pipeline>/<path>/``.

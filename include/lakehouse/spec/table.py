@@ -8,8 +8,18 @@ from typing import TYPE_CHECKING, Any
 from attrs import field, frozen
 
 from lakehouse.spec.durations import NAME, SpecError, optional_duration, parse_duration
-from lakehouse.spec.expectations import Expectation, problems
-from lakehouse.spec.modes import Aggregate, Append, OutputMode, Upsert, WriteMode
+from lakehouse.spec.expectations import Expectation, gxe, problems
+from lakehouse.spec.modes import (
+    CHANGE_OPERATIONS,
+    WRITE_MODES,
+    Aggregate,
+    Append,
+    ChangeMode,
+    OutputMode,
+    Recompute,
+    Scd2,
+    WriteMode,
+)
 from lakehouse.spec.sources import ARRIVAL_TIME, Source, names, sources
 
 if TYPE_CHECKING:
@@ -17,13 +27,85 @@ if TYPE_CHECKING:
 
 LAYERS: tuple[str, ...] = ("bronze", "silver", "gold")
 QUARANTINE_LAYER = "quarantine"
+CHANGES_LAYER = "changes"
 QUARANTINE_REASONS = "_failed_expectations"  # a quarantine row's column: the expectations it failed
 TransformRef = str | Callable[..., Any]
+
+# The columns of a change row (``lakehouse.changes``), beside the row image's columns.
+CHANGE_OP, CHANGE_SEQUENCE, CHANGE_TIME, CHANGE_ID = "_op", "_seq", "_ts", "_event_id"
+CHANGE_VERSION = "_version"  # the total order of a key's changes
 
 
 def quarantine_name(table: str) -> str:
     """``silver.device_events`` -> ``quarantine.silver_device_events`` (its Delta table name)."""
     return f"{QUARANTINE_LAYER}.{table.replace('.', '_', 1)}"
+
+
+def changes_name(table: str) -> str:
+    """``silver.customers`` -> ``changes.silver_customers``: the change log of an ``Scd1`` or
+    ``Scd2`` table (every change it applied, as change rows)."""
+    return f"{CHANGES_LAYER}.{table.replace('.', '_', 1)}"
+
+
+def change_expectations(table: Table) -> tuple[Expectation, ...]:
+    """What every change event must have to be applied (else it goes to the quarantine with
+    the name of what it lacks): an operation the platform knows, its keys, its sequence."""
+    if not isinstance(table.write, ChangeMode):
+        return ()
+    return (
+        gxe.ExpectColumnValuesToNotBeNull(column=CHANGE_OP, action="drop", name="change_has_operation"),
+        gxe.ExpectColumnValuesToBeInSet(
+            column=CHANGE_OP, value_set=list(CHANGE_OPERATIONS), action="drop", name="change_operation_known"
+        ),
+        *(
+            gxe.ExpectColumnValuesToNotBeNull(column=key, action="drop", name=f"change_has_key_{key}")
+            for key in table.write.keys
+        ),
+        gxe.ExpectColumnValuesToNotBeNull(column=CHANGE_SEQUENCE, action="drop", name="change_has_sequence"),
+    )
+
+
+def history_checks(table: Table) -> tuple[Expectation, ...]:
+    """The checks every ``Scd1``/``Scd2`` table passes at rest: one row (one current version)
+    per key, the rows agree with the change log (a key has a row, or a current version, exactly
+    when its latest change is not a delete), and versions of a key never overlap."""
+    if not isinstance(table.write, ChangeMode):
+        return ()
+    keys = [f"`{k}`" for k in table.write.keys]
+    on = " AND ".join(f"c.{k} <=> t.{k}" for k in keys)
+    current = "WHERE is_current" if isinstance(table.write, Scd2) else ""
+    rows = "current rows" if isinstance(table.write, Scd2) else "rows"
+    listed = ", ".join(keys)
+    matches_log = (
+        f"SELECT {', '.join(f'coalesce(c.{k}, t.{k}) AS {k}' for k in keys)}, c._last_op, t._rows "
+        f"FROM (SELECT {listed}, max_by({CHANGE_OP}, {CHANGE_VERSION}) AS _last_op "
+        f"FROM {{{changes_name(table.name)}}} GROUP BY {listed}) c "
+        f"FULL OUTER JOIN (SELECT {listed}, count(*) AS _rows FROM {{batch}} {current} GROUP BY {listed}) t "
+        f"ON {on} WHERE c._last_op IS NULL OR t._rows > 1 "
+        "OR (c._last_op = 'd' AND t._rows IS NOT NULL) OR (c._last_op <> 'd' AND t._rows IS NULL)"
+    )
+    checks = [
+        gxe.UnexpectedRowsExpectation(
+            unexpected_rows_query=matches_log,
+            description=f"Exactly the keys whose latest change is not a delete have one of the {rows}",
+            name="rows_match_change_log",
+        )
+    ]
+    if isinstance(table.write, Scd2):
+        by_key = f"PARTITION BY {', '.join(keys)} ORDER BY _start_seq"
+        checks.append(
+            gxe.UnexpectedRowsExpectation(
+                unexpected_rows_query=(
+                    f"SELECT * FROM (SELECT *, LAG(_end_seq) OVER ({by_key}) AS _previous_end, "
+                    f"ROW_NUMBER() OVER ({by_key}) AS _n FROM {{batch}}) "
+                    "WHERE (_n > 1 AND (_previous_end IS NULL OR _previous_end > _start_seq)) "
+                    "OR _end_seq <= _start_seq OR valid_to < valid_from"
+                ),
+                description="Versions of a key never overlap (and no interval ends before it starts)",
+                name="versions_do_not_overlap",
+            )
+        )
+    return tuple(checks)
 
 
 @frozen
@@ -101,8 +183,8 @@ class Table:
       relative to the pipeline package, or a callable.
     - ``event_time``: output timestamp column; backfills slice the table on it.
     - ``watermark``: how late upstream rows may arrive (applied to each upstream's event_time).
-    - ``write``: :class:`Append` (default), :class:`Upsert` or :class:`Aggregate`
-      (see ``lakehouse.spec.modes``).
+    - ``write``: :class:`Append` (default), :class:`Upsert`, :class:`Aggregate`, :class:`Scd1`,
+      :class:`Scd2` or :class:`Recompute` (see ``lakehouse.spec.modes``).
     - ``state``: the transform keeps per-key state with event-time timers (:class:`State`).
     - ``expectations``: GX expectations every written row must meet, each with an action
       (``warn`` / ``drop`` to quarantine / ``fail``); ``checks``: GX expectations on the whole
@@ -125,7 +207,18 @@ class Table:
     checks: tuple[Expectation, ...] = field(default=(), converter=tuple)
 
     def __attrs_post_init__(self) -> None:
+        self._imply(change_expectations(self), history_checks(self))
         self._check()
+
+    def _imply(self, expectations: tuple[Expectation, ...], checks: tuple[Expectation, ...]) -> None:
+        """Add what the write mode implies to the declared expectations and checks (once: a
+        table rebuilt by ``attrs.evolve`` already holds them)."""
+        for name, implied in (("expectations", expectations), ("checks", checks)):
+            declared = getattr(self, name)
+            missing = tuple(e for e in implied if e not in declared)
+            if missing:
+                combined = (*missing, *declared) if name == "expectations" else (*declared, *missing)
+                object.__setattr__(self, name, combined)
 
     # -- derived -------------------------------------------------------------------
     @property
@@ -147,12 +240,28 @@ class Table:
         return self.sources[0] if self.sources else None
 
     @property
+    def changes(self) -> str:
+        """The name of the change log of an ``Scd1``/``Scd2`` table (see :func:`changes_name`)."""
+        return changes_name(self.name)
+
+    @property
+    def applies_changes(self) -> bool:
+        """An ``Scd1``/``Scd2`` table: its flow applies a change feed."""
+        return isinstance(self.write, ChangeMode)
+
+    @property
+    def recomputes(self) -> bool:
+        """A ``Recompute`` table: its flow recomputes it from its upstreams' whole contents."""
+        return isinstance(self.write, Recompute)
+
+    @property
     def upstream_names(self) -> tuple[str, ...]:
         return tuple(u.table for u in self.upstreams)
 
     @property
     def keys(self) -> tuple[str, ...]:
-        """The key: deduplication key (append), merge key (upsert), window start + groups."""
+        """The key: deduplication key (append), merge key (upsert, change feeds, recompute),
+        window start + groups."""
         if isinstance(self.write, Aggregate):
             return (self.event_time or "", *self.write.group_by)
         return self.write.keys
@@ -170,11 +279,14 @@ class Table:
     @property
     def time_expression(self) -> str | None:
         """The SQL expression backfills slice this table on: its event time; for bronze, the
-        arrival time of lines whose event time could not be read, so every line is in a slice."""
+        arrival time of lines whose event time could not be read (of every line, when bronze
+        declares no event time), so every line is in a slice."""
+        if self.sources:
+            if not self.event_time:
+                return f"`{ARRIVAL_TIME}`"
+            return f"coalesce(`{self.event_time}`, `{ARRIVAL_TIME}`)"
         if not self.event_time:
             return None
-        if self.sources:
-            return f"coalesce(`{self.event_time}`, `{ARRIVAL_TIME}`)"
         return f"`{self.event_time}`"
 
     def watermark_for(self, upstream: Upstream) -> str | None:
@@ -191,13 +303,17 @@ class Table:
                 f"table name {self.name!r} must be '<layer>.<name>' with layer one of "
                 f"{', '.join(LAYERS)} and a lower_snake_case name, e.g. 'silver.device_events'"
             )
-        if not isinstance(self.write, (Append, Upsert, Aggregate)):
+        if not isinstance(self.write, WRITE_MODES):
             raise self._fail(
                 f"write={self.write!r} is not a write mode: declare Append(), Append(keys=[...]), "
-                "Upsert(keys=[...], sequence_by=[...]) or Aggregate(Window(...), group_by=[...]) "
-                "(from lakehouse.spec)"
+                "Upsert(keys=[...], sequence_by=[...]), Aggregate(Window(...), group_by=[...]), "
+                "Scd1(...), Scd2(...) or Recompute(...) (from lakehouse.spec)"
             )
         self._check_origin()
+        if self.applies_changes:
+            self._check_changes()
+        if self.recomputes:
+            self._check_recompute()
         if self.watermark:
             parse_duration(self.watermark, f"table {self.name!r} watermark")
         for up in self.upstreams:
@@ -227,7 +343,7 @@ class Table:
             raise self._fail("declares neither a source (bronze ingestion) nor upstreams")
         if self.sources and self.upstreams:
             raise self._fail("declares both a source and upstreams; a table has one origin")
-        if not self.sources and self.transform is None:
+        if not self.sources and self.transform is None and not self.applies_changes:
             raise self._fail("reads upstreams but declares no transform")
         if not self.sources:
             return
@@ -244,6 +360,33 @@ class Table:
         if self.event_time and self.event_time not in declared:
             raise self._fail(
                 f"event_time {self.event_time!r} is not a column of the source schema ({', '.join(declared)})"
+            )
+
+    def _check_changes(self) -> None:
+        assert isinstance(self.write, ChangeMode)
+        mode = type(self.write).__name__
+        if self.sources or len(self.upstreams) != 1:
+            raise self._fail(
+                f"{mode} applies the change feed of one upstream table: declare "
+                "upstreams=['bronze.<changes>'], the bronze table of Debezium change events"
+            )
+        for name in ("event_time", "watermark", "state"):
+            if getattr(self, name):
+                raise self._fail(
+                    f"{mode} cannot declare {name}=: changes are applied in sequence order, per key, "
+                    "whenever they arrive (no watermark drops them), and a backfill recomputes the "
+                    "keys changed in its slice; leave it out"
+                )
+        if isinstance(self.write, Scd2) and set(self.partition_by) & set(self.write.track or ()):
+            raise self._fail("Scd2 cannot be partitioned by a tracked column: rows move between versions")
+
+    def _check_recompute(self) -> None:
+        if not self.upstreams:
+            raise self._fail("Recompute needs upstreams: it recomputes the transform over them")
+        if self.state is not None or self.watermark or any(u.watermark for u in self.upstreams):
+            raise self._fail(
+                "Recompute reads its upstreams whole, as batches, each time they change: it takes "
+                "no watermark= or state=; leave them out"
             )
 
     def _check_state(self) -> None:

@@ -1,0 +1,193 @@
+"""Change rows (``lakehouse.changes``) applied as the current state of each key (``Scd1``) or as
+its history (``Scd2``), exactly once, whatever order and however many times they arrive.
+
+Every change a table applies is first appended to its **change log**,
+``changes.<layer>_<table>`` (exactly once per micro-batch, like every stream commit). The table
+is then a pure function of the log, computed per key by :func:`current_state` or
+:func:`versions`: a micro-batch recomputes the keys it holds changes for, from all their logged
+changes, and MERGEs the difference into the table (rows that stay the same are not rewritten).
+So the table after any sequence of micro-batches is the function of the set of changes: arrival
+order, batch boundaries, duplicates and replays make no difference, and a backfill computing
+it from bronze gets the same table (stream = batch). A crash between the log commit and the
+table commit is replayed: the log commit is skipped (same transaction id) and the table is
+recomputed from the log, which already holds the batch.
+
+The price: a micro-batch reads the logged changes of its keys (one scan of the log; keys with
+long histories cost their history). The log is what makes late changes exact: a change older
+than a key's current version splits the version it falls into, which needs the changes inside
+that version, and a late change older than a delete must not resurrect the key.
+
+Backfills of a slice recompute the keys with changes in the slice, from every change of theirs
+in bronze, replacing their logged changes too; a full refresh rebuilds log and table.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from pyspark.sql import DataFrame, Window
+from pyspark.sql import functions as F
+
+from lakehouse import delta
+from lakehouse.spec import ChangeMode, Scd2
+from lakehouse.spec.table import CHANGE_ID, CHANGE_OP, CHANGE_SEQUENCE, CHANGE_TIME, CHANGE_VERSION
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, SparkSession
+
+    from lakehouse.lake import Lake
+    from lakehouse.spec import Table
+
+CHANGE_METADATA = (CHANGE_OP, CHANGE_SEQUENCE, CHANGE_TIME, CHANGE_ID, CHANGE_VERSION)
+CHANGED_AT = "_changed_at"  # Scd1: when the row's latest change happened
+HISTORY_COLUMNS = ("valid_from", "valid_to", "is_current", "_start_seq", "_end_seq", "_end_op")
+
+
+def data_columns(changes: DataFrame, mode: ChangeMode) -> list[str]:
+    """The row's columns other than the keys, in the feed's order."""
+    return [c for c in changes.columns if c not in CHANGE_METADATA and c not in mode.keys]
+
+
+def current_state(changes: DataFrame, mode: ChangeMode) -> DataFrame:
+    """Type 1: per key, its latest change (greatest ``_version``) unless that is a delete."""
+    latest = Window.partitionBy(*mode.keys).orderBy(F.col(CHANGE_VERSION).desc())
+    rows = changes.withColumn("_n", F.row_number().over(latest)).where("_n = 1")
+    return rows.where(F.col(CHANGE_OP) != "d").select(
+        *mode.keys, *data_columns(changes, mode), CHANGE_SEQUENCE, F.col(CHANGE_TIME).alias(CHANGED_AT)
+    )
+
+
+def versions(changes: DataFrame, mode: Scd2) -> DataFrame:
+    """Type 2: per key, one row per version, in sequence order.
+
+    A version starts at an upsert (``r``/``c``/``u``) that follows nothing, a delete, or a change
+    with other values in a tracked column; later upserts with the same tracked values continue
+    it (the version takes their values: an in-place update). A delete closes the current version
+    and opens none. ``valid_from``/``valid_to`` are the times of the changes that opened and
+    closed the version, made monotone per key (clock skew never inverts an interval);
+    ``_start_seq``/``_end_seq`` their sequences (the authoritative order); ``_end_op`` is ``u``
+    (a new version followed) or ``d`` (a delete closed it); ``is_current``: not closed.
+    """
+    keys = list(mode.keys)
+    data = data_columns(changes, mode)
+    tracked = list(mode.track) or data
+    # One change per key and sequence: duplicates are one change; at one sequence the greatest
+    # version wins (a delete, then a deterministic choice), as in the type 1 table.
+    same_sequence = Window.partitionBy(*keys, CHANGE_SEQUENCE).orderBy(F.col(CHANGE_VERSION).desc())
+    events = changes.withColumn("_n", F.row_number().over(same_sequence)).where("_n = 1")
+    ordered = Window.partitionBy(*keys).orderBy(CHANGE_SEQUENCE)
+    so_far = ordered.rowsBetween(Window.unboundedPreceding, Window.currentRow)
+    values: Column = F.struct(*[F.col(f"`{c}`") for c in tracked])
+    previous_op = F.lag(CHANGE_OP).over(ordered)
+    delete = F.col(CHANGE_OP) == "d"
+    opens = ~delete & (
+        previous_op.isNull() | (previous_op == "d") | ~values.eqNullSafe(F.lag(values).over(ordered))
+    )
+    events = events.withColumn("_run", F.sum((opens | delete).cast("int")).over(so_far)).withColumn(
+        "_time", F.max(CHANGE_TIME).over(so_far)
+    )
+    runs = events.groupBy(*keys, "_run").agg(
+        F.min_by(CHANGE_OP, CHANGE_SEQUENCE).alias("_first_op"),
+        F.min(CHANGE_SEQUENCE).alias("_start_seq"),
+        F.min("_time").alias("valid_from"),
+        *[F.max_by(f"`{c}`", CHANGE_SEQUENCE).alias(c) for c in data],
+    )
+    following = Window.partitionBy(*keys).orderBy("_start_seq")
+    next_op = F.lead("_first_op").over(following)
+    return (
+        runs.select(
+            *keys,
+            *data,
+            "valid_from",
+            F.lead("valid_from").over(following).alias("valid_to"),
+            F.lead("_start_seq").over(following).isNull().alias("is_current"),
+            "_start_seq",
+            F.lead("_start_seq").over(following).alias("_end_seq"),
+            F.when(next_op == "d", F.lit("d")).when(next_op.isNotNull(), F.lit("u")).alias("_end_op"),
+            "_first_op",
+        )
+        .where(F.col("_first_op") != "d")
+        .drop("_first_op")
+    )
+
+
+def table_rows(changes: DataFrame, mode: ChangeMode) -> DataFrame:
+    """What the table holds for the keys of ``changes`` (all of each key's changes)."""
+    return versions(changes, mode) if isinstance(mode, Scd2) else current_state(changes, mode)
+
+
+class ChangeApplier:
+    """Applies a table's change rows: its change log and the table itself (see module doc)."""
+
+    def __init__(self, lake: Lake, table: Table) -> None:
+        assert isinstance(table.write, ChangeMode), f"{table.name} does not apply a change feed"
+        self.table = table
+        self.mode: ChangeMode = table.write
+        self.path = lake.table(table.name)
+        self.log_path = lake.table(table.changes)
+        self.identity = [*self.mode.keys, *(["_start_seq"] if isinstance(self.mode, Scd2) else [])]
+
+    def ensure(self, changes: DataFrame) -> None:
+        """Create the change log and the table (with its change data feed, which readers of the
+        table stream) from the schema of the flow's change rows."""
+        spark = changes.sparkSession
+        delta.ensure_table(
+            spark, self.log_path, changes.schema, name=self.table.changes,
+            comment=f"Every change applied to {self.table.name}, as change rows",
+        )  # fmt: skip
+        delta.ensure_table(
+            spark, self.path, table_rows(changes.limit(0), self.mode).schema, name=self.table.name,
+            comment=self.table.description, partition_by=self.table.partition_by,
+            properties=delta.CHANGE_DATA_FEED,
+        )  # fmt: skip
+
+    # ---------------------------------------------------------------- streams
+    def apply_batch(self, changes: DataFrame, *, app_id: str, batch_id: int) -> None:
+        """Log a micro-batch's changes, then bring its keys up to date: each commit once."""
+        what = f"{self.table.name} batch {batch_id}"
+        delta.append_once(
+            changes, self.log_path, app_id=app_id, version=batch_id, what=f"change log of {what}"
+        )
+        keys = changes.select(*self.mode.keys).distinct()
+        delta.once(
+            changes.sparkSession, lambda: self._recompute(keys, self._logged(keys)),
+            app_id=app_id, version=batch_id, what=what,
+        )  # fmt: skip
+
+    # ---------------------------------------------------------------- backfills
+    def apply_slice(self, changes: DataFrame, condition: str | None) -> None:
+        """Recompute the keys with changes matching ``condition`` (all keys when ``None``) from
+        ``changes`` (every change of the feed, as bronze holds it now), and replace their logged
+        changes: one attempt, which the backfill repeats from fresh inputs on a conflict."""
+        if condition is None:
+            delta.replace(changes, self.log_path, None)
+            delta.replace(table_rows(changes, self.mode), self.path, None)
+            return
+        keys = changes.where(condition).select(*self.mode.keys).distinct()
+        mine = changes.join(keys, list(self.mode.keys), "left_semi")
+        stale = self._logged(keys).dropDuplicates([CHANGE_ID]).withColumn(delta.ACTION, F.lit("delete"))
+        log_diff = mine.withColumn(delta.ACTION, F.lit("insert")).unionByName(stale)
+        delta.merge_diff(
+            log_diff, self.log_path, on=f"t.{CHANGE_ID} = s.{CHANGE_ID} AND s.{delta.ACTION} = 'delete'"
+        )
+        self._recompute(keys, mine)
+
+    def logged_changes(self, spark: SparkSession, condition: str | None) -> int:
+        """Changes the log holds for the keys with changes matching ``condition`` (the shrink
+        guard of backfills compares them with what bronze holds now)."""
+        if not delta.exists(spark, self.log_path):
+            return 0
+        log = spark.read.format("delta").load(self.log_path)
+        if condition is None:
+            return log.count()
+        keys = log.where(condition).select(*self.mode.keys).distinct()
+        return log.join(keys, list(self.mode.keys), "left_semi").count()
+
+    # ---------------------------------------------------------------- shared
+    def _logged(self, keys: DataFrame) -> DataFrame:
+        log = keys.sparkSession.read.format("delta").load(self.log_path)
+        return log.join(keys, list(self.mode.keys), "left_semi")
+
+    def _recompute(self, keys: DataFrame, changes: DataFrame) -> None:
+        """Replace the rows of ``keys`` with what ``changes`` (all of theirs) make of them."""
+        delta.sync_rows(table_rows(changes, self.mode), self.path, identity=self.identity, scope=keys)

@@ -1,0 +1,250 @@
+"""The CRM change feed end to end: arriving in waves through the streams, it gives exactly the
+generator's database (current state and history) and the same tables as one backfill of it;
+every line is accounted for; a backfill of a slice repairs the keys changed in it; the checks
+hold on the result and catch a broken history; gold joins orders with the customer as of the
+order."""
+
+from __future__ import annotations
+
+import shutil
+from collections import Counter
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+from pyspark.sql import functions as F
+from pyspark.testing import assertDataFrameEqual
+
+from lakehouse.batch import backfill
+from lakehouse.generators import Landing
+from lakehouse.lake import Lake
+from lakehouse.quality.checks import run_checks
+from lakehouse.slices import ALL_TIME, Slice
+from lakehouse.sources import PARSE_ERROR
+from lakehouse.spec import Pipeline
+from lakehouse.stream import StreamRunner
+from pipelines.crm.generator import CUSTOMERS, ORDERS, Summary, generate
+
+START = datetime(2026, 3, 1, 8, tzinfo=UTC)
+WAVES = 3
+LANDED = ("_source_file", "_arrival_time", "_ingested_at")  # where and when a line landed
+CHANGE_TABLES = ("silver.customers", "silver.customer_history", "silver.orders")
+
+
+@pytest.fixture(scope="module")
+def crm(request) -> Pipeline:
+    from lakehouse import registry
+
+    return registry.get("pipelines", "crm")
+
+
+@pytest.fixture(scope="module")
+def feed(crm: Pipeline, tmp_path_factory: pytest.TempPathFactory) -> tuple[Lake, Summary]:
+    """Two days of a database's changes, delivered as three files per table."""
+    lake = Lake(str(tmp_path_factory.mktemp("crm-feed") / "lake"))
+    summary = generate(
+        Landing(lake, crm), events=2500, files=WAVES, seed=7, start=START, end=START + timedelta(days=2)
+    )
+    return lake, summary
+
+
+def land(feed: Lake, lake: Lake, crm: Pipeline, wave: int | None = None) -> None:
+    """Copy the feed's files (the ``wave``-th of each table, or all) into ``lake``'s landing."""
+    for table in (CUSTOMERS, ORDERS):
+        source = Path(Landing(feed, crm).source_dir(table))
+        target = Path(Landing(lake, crm).source_dir(table))
+        target.mkdir(parents=True, exist_ok=True)
+        files = sorted(source.glob("*.json"))
+        for file in files if wave is None else files[wave : wave + 1]:
+            shutil.copy2(file, target / file.name)
+
+
+@pytest.fixture(scope="module")
+def streamed(spark, crm: Pipeline, feed, tmp_path_factory: pytest.TempPathFactory) -> Lake:
+    """The feed through every flow's stream in arrival waves (an incremental run per wave)."""
+    lake = Lake(str(tmp_path_factory.mktemp("crm-stream") / "lake"))
+    with StreamRunner(spark, lake, crm) as runner:
+        for wave in range(WAVES):
+            land(feed[0], lake, crm, wave)
+            runner.run_incremental(crm.ordered())
+    return lake
+
+
+@pytest.fixture(scope="module")
+def backfilled(spark, crm: Pipeline, feed, tmp_path_factory: pytest.TempPathFactory) -> Lake:
+    """The whole feed landed at once and computed by one backfill (a full refresh)."""
+    lake = Lake(str(tmp_path_factory.mktemp("crm-batch") / "lake"))
+    land(feed[0], lake, crm)
+    backfill(spark, lake, crm, ALL_TIME)
+    return lake
+
+
+def table(spark, lake: Lake, name: str):
+    return spark.read.format("delta").load(lake.table(name))
+
+
+def test_stream_in_waves_equals_one_backfill(spark, crm: Pipeline, streamed: Lake, backfilled: Lake) -> None:
+    for name in crm.table_names:
+        stream, batch = table(spark, streamed, name), table(spark, backfilled, name)
+        if name.startswith("bronze."):
+            stream, batch = stream.drop(*LANDED), batch.drop(*LANDED)
+        assertDataFrameEqual(stream, batch, checkRowOrder=False)
+    for name in CHANGE_TABLES:
+        changes = crm.table(name).changes
+        assertDataFrameEqual(
+            table(spark, streamed, changes), table(spark, backfilled, changes), checkRowOrder=False
+        )
+
+
+def test_current_state_and_history_are_the_databases(spark, streamed: Lake, feed) -> None:
+    summary = feed[1]
+    customers = {
+        r.customer_id: r.asDict()
+        for r in table(spark, streamed, "silver.customers").drop("_seq", "_changed_at").collect()
+    }
+    assert customers == summary.customers
+    orders = table(spark, streamed, "silver.orders").select(
+        "order_id",
+        "customer_id",
+        "amount",
+        "status",
+        F.date_format("ordered_at", "yyyy-MM-dd'T'HH:mm:ss.SSS'Z'").alias("ordered_at"),
+    )
+    assert {r.order_id: r.asDict() for r in orders.collect()} == summary.orders
+    fmt = "yyyy-MM-dd'T'HH:mm:ss.SSS'Z'"
+    history = table(spark, streamed, "silver.customer_history").select(
+        "customer_id", "name", "segment", "country",
+        F.date_format("valid_from", fmt).alias("valid_from"), F.date_format("valid_to", fmt).alias("valid_to"),
+        F.col("_end_op").alias("end_op"), "is_current",
+    )  # fmt: skip
+    got = Counter(tuple(r) for r in history.collect())
+    want = Counter(
+        (v.customer_id, v.name, v.segment, v.country, v.valid_from, v.valid_to, v.end_op, v.valid_to is None)
+        for v in summary.customer_versions
+    )
+    assert got == want
+    assert sum(1 for v in summary.customer_versions if v.valid_to is None) == len(summary.customers)
+
+
+def test_every_line_is_accounted_for(spark, crm: Pipeline, streamed: Lake, feed) -> None:
+    summary = feed[1]
+    bronze = {
+        name: table(spark, streamed, name) for name in ("bronze.customer_changes", "bronze.order_changes")
+    }
+    assert sum(df.count() for df in bronze.values()) == summary.lines
+    assert (
+        sum(df.where(F.col(PARSE_ERROR).isNotNull()).count() for df in bronze.values()) == summary.malformed
+    )
+    logged, rejected = {}, {}
+    for name in CHANGE_TABLES:
+        spec = crm.table(name)
+        parsed = bronze[spec.upstream_names[0]].where(F.col(PARSE_ERROR).isNull()).count()
+        logged[name] = table(spark, streamed, spec.changes).count()
+        rejected[name] = table(spark, streamed, spec.quarantine).count()
+        assert logged[name] + rejected[name] == parsed, f"{name}: a change neither applied nor quarantined"
+    # both customer tables read one feed; orders another
+    assert logged["silver.customers"] == logged["silver.customer_history"]
+    assert logged["silver.customers"] + logged["silver.orders"] == summary.changes + summary.duplicates
+    assert rejected["silver.customers"] + rejected["silver.orders"] == summary.quarantined
+
+
+def test_quality_checks_hold_and_catch_a_broken_history(
+    spark, crm: Pipeline, streamed: Lake, tmp_path: Path
+) -> None:
+    checked = [
+        "silver.customers",
+        "silver.customer_history",
+        "gold.orders_with_customer",
+        "gold.customers_by_segment_daily",
+    ]
+    report = run_checks(spark, streamed, crm, tmp_path / "quality", checked)
+    assert report.violated == [], report.text()
+
+    broken = Lake(str(tmp_path / "broken"))
+    shutil.copytree(streamed.root, broken.root)
+    history = broken.table("silver.customer_history")
+    versions = table(spark, broken, "silver.customer_history").groupBy("customer_id").count()
+    several = versions.where("count > 1").orderBy("customer_id").first().customer_id
+    live = table(spark, broken, "silver.customers").orderBy("customer_id").first().customer_id
+    spark.sql(  # a second current version, overlapping the next one
+        f"UPDATE delta.`{history}` SET valid_to = NULL, _end_seq = NULL, is_current = true "
+        f"WHERE customer_id = {several} AND NOT is_current"
+    )
+    spark.sql(
+        f"DELETE FROM delta.`{broken.table('silver.customers')}` WHERE customer_id = {live}"
+    )  # a lost row
+    report = run_checks(
+        spark, broken, crm, tmp_path / "quality-broken", ["silver.customers", "silver.customer_history"]
+    )
+    failed = {(t.table, v.expectation) for t in report.violated for v in t.violations}
+    assert failed == {
+        ("silver.customers", "rows_match_change_log"),
+        ("silver.customer_history", "rows_match_change_log"),
+        ("silver.customer_history", "versions_do_not_overlap"),
+    }, report.text()
+
+
+def test_gold_joins_each_order_with_the_customer_as_of_the_order(spark, streamed: Lake, feed) -> None:
+    summary = feed[1]
+    versions = sorted(summary.customer_versions, key=lambda v: v.valid_from)
+    expected = {}
+    for key, order in summary.orders.items():
+        valid = [
+            v for v in versions
+            if v.customer_id == order["customer_id"] and v.valid_from <= order["ordered_at"]
+            and (v.valid_to is None or order["ordered_at"] < v.valid_to)
+        ]  # fmt: skip
+        expected[key] = (valid[0].segment, valid[0].country) if valid else (None, None)
+    gold = table(spark, streamed, "gold.orders_with_customer").collect()
+    assert {r.order_id: (r.segment, r.country) for r in gold} == expected
+    assert all(r.customer_found == (r.segment is not None) for r in gold)
+
+    day = lambda text: text[:10]  # noqa: E731
+    last = max(max(v.valid_from, v.valid_to or "") for v in versions)
+    counts = Counter()
+    for v in versions:
+        first_day = datetime.fromisoformat(day(v.valid_from))
+        end_day = (
+            datetime.fromisoformat(day(v.valid_to))
+            if v.valid_to
+            else datetime.fromisoformat(day(last)) + timedelta(days=1)
+        )
+        d = first_day
+        while d < end_day:
+            counts[(d.date(), v.segment)] += 1
+            d += timedelta(days=1)
+    daily = table(spark, streamed, "gold.customers_by_segment_daily").where("customers > 0").collect()
+    assert {(r.day, r.segment): r.customers for r in daily} == dict(counts)
+
+
+def test_a_backfilled_slice_recomputes_the_keys_changed_in_it(
+    spark, crm: Pipeline, streamed: Lake, tmp_path: Path
+) -> None:
+    lake = Lake(str(tmp_path / "lake"))
+    shutil.copytree(streamed.root, lake.root)
+    before = {name: table(spark, lake, name).collect() for name in CHANGE_TABLES}
+    history = lake.table("silver.customer_history")
+    spark.sql(f"DELETE FROM delta.`{history}` WHERE customer_id % 3 = 0")  # a buggy run lost some
+    spark.sql(
+        f"DELETE FROM delta.`{lake.table('changes.silver_customer_history')}` WHERE customer_id % 3 = 1"
+    )
+    first_day = Slice(START, START + timedelta(days=1))
+    for _ in range(2):  # twice is once
+        backfill(spark, lake, crm, first_day, ["silver.customer_history"])
+        repaired = table(spark, lake, "silver.customer_history")
+        changed = {
+            r.customer_id
+            for r in table(spark, lake, "changes.silver_customer_history")
+            .where(first_day.condition("_ts"))
+            .collect()
+        }
+        assert changed
+        assertDataFrameEqual(
+            repaired.where(F.col("customer_id").isin(list(changed))),
+            spark.createDataFrame(before["silver.customer_history"]).where(
+                F.col("customer_id").isin(list(changed))
+            ),
+            checkRowOrder=False,
+        )
+    untouched = repaired.where(~F.col("customer_id").isin(list(changed)) & (F.col("customer_id") % 3 == 0))
+    assert untouched.count() == 0, "keys without changes in the slice are left as they are"
