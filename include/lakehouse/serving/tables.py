@@ -155,6 +155,8 @@ class Description:
     partitioning: tuple[str, ...] = ()
     columns: tuple[Column, ...] = ()
     write: str | None = None
+    kind: str | None = None  # what the write mode makes of the table, in words
+    change_log: str | None = None  # Scd1/Scd2: the table of every change applied
     keys: tuple[str, ...] = ()
     event_time: str | None = None
     watermark: str | None = None
@@ -208,6 +210,8 @@ def _from_spec(pipeline: Pipeline, table: Table) -> dict[str, Any]:
         "pipeline": pipeline.name,
         "description": table.description,
         "write": table.write.kind,
+        "kind": table.write.describe(),
+        "change_log": table.changes if table.applies_changes else None,
         "keys": tuple(table.keys),
         "event_time": table.event_time,
         "watermark": table.watermark,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+import attrs
 import pytest
 
 from lakehouse.spec import (
@@ -13,11 +14,15 @@ from lakehouse.spec import (
     KafkaTopic,
     Lookup,
     Pipeline,
+    Recompute,
+    Scd1,
+    Scd2,
     SpecError,
     Table,
     Upsert,
     Window,
     ddl_columns,
+    debezium_schema,
     parse_duration,
 )
 
@@ -229,3 +234,70 @@ def test_state_durations_are_checked_on_declaration() -> None:
         state=State("30 minutes"),
     )  # fmt: skip
     assert table.output_mode == "append" and not table.dedupes
+
+
+def changes_table(**kwargs: object) -> Table:
+    base: dict[str, object] = {
+        "upstreams": ["bronze.changes"],
+        "write": Scd2(keys=["id"], sequence_by=["source.lsn"]),
+    }
+    return Table("silver.history", **{**base, **kwargs})  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("declare", "message"),
+    [
+        (lambda: Scd1(keys=[], sequence_by=["source.lsn"]), r"Scd1 needs keys"),
+        (lambda: Scd1(keys=["id"], sequence_by=[]), r"needs sequence_by=\(\.\.\.\): expressions ordering"),
+        (
+            lambda: changes_table(event_time="ts"),
+            r"Scd2 cannot declare event_time=: changes are applied in sequence",
+        ),
+        (lambda: changes_table(watermark="1 hour"), r"cannot declare watermark="),
+        (
+            lambda: changes_table(upstreams=["bronze.a", "bronze.b"]),
+            r"applies the change feed of one upstream table",
+        ),
+        (lambda: Scd2(keys=["id"], sequence_by=["source.lsn"], track=["id"]), r"cannot be tracked"),
+        (
+            lambda: Scd2(keys=["id"], sequence_by=["lsn"], track=["x"], ignore=["x"]),
+            r"both tracked and ignored",
+        ),
+        (lambda: Scd1(keys=["id"], sequence_by=["lsn"], ignore=["id"]), r"cannot be ignored"),
+    ],
+)
+def test_change_feed_mistakes(declare, message: str) -> None:
+    with pytest.raises(SpecError, match=message):
+        declare()
+
+
+def test_change_tables_imply_their_contract_and_are_read_by_recomputed_tables() -> None:
+    changes = Table(
+        "bronze.changes", source=JsonFiles(schema=debezium_schema("id BIGINT NOT NULL, seg STRING"))
+    )
+    history = Table(
+        "silver.history", upstreams=["bronze.changes"], write=Scd2(keys="id", sequence_by="source.lsn")
+    )
+    assert history.keys == ("id",) and history.applies_changes and history.changes == "changes.silver_history"
+    assert [e.action for e in history.expectations] == ["drop"] * 4
+    assert [c.label for c in history.checks] == ["rows_match_change_log", "versions_do_not_overlap"]
+    assert "{changes.silver_history}" in history.checks[0].kwargs["unexpected_rows_query"]
+    assert history.write.describe() == "SCD type 2 (history) on id, in order of source.lsn"
+    reader = Table("gold.counts", upstreams=["silver.history"], transform="t:f")
+    with pytest.raises(
+        SpecError, match=r"reads 'silver.history', whose writes change rows .* write=Recompute"
+    ):
+        Pipeline("p", tables=[changes, history, reader])
+    counts = Table(
+        "gold.counts", upstreams=["silver.history"], transform="t:f", write=Recompute(keys=["seg"])
+    )
+    assert Pipeline("p", tables=[changes, history, counts]).table("gold.counts").recomputes
+    with pytest.raises(SpecError, match=r"Recompute reads its upstreams whole"):
+        Table(
+            "gold.counts",
+            upstreams=["silver.history"],
+            transform="t:f",
+            write=Recompute(),
+            watermark="1 hour",
+        )
+    assert attrs.evolve(history).expectations == history.expectations, "implied once, not per rebuild"
