@@ -63,7 +63,9 @@ def main() -> None:
         Landing(feed, crm), events=args.changes, files=args.waves, seed=1, start=START,
         end=START + timedelta(days=7), order_fraction=0.0,
     )  # fmt: skip
-    print(f"generated {summary.changes:,} changes ({summary.lines:,} lines) in {time.monotonic() - started:.0f} s")
+    print(
+        f"generated {summary.changes:,} changes ({summary.lines:,} lines) in {time.monotonic() - started:.0f} s"
+    )
     files = sorted(Path(Landing(feed, crm).source_dir(CUSTOMERS)).glob("*.json"))
 
     lake = Lake(str(work / "stream"))
@@ -93,10 +95,15 @@ def main() -> None:
     )
     current = {
         r.customer_id: r.asDict()
-        for r in spark.read.format("delta").load(lake.table("silver.customers")).drop("_seq", "_changed_at").collect()
+        for r in spark.read.format("delta")
+        .load(lake.table("silver.customers"))
+        .drop("_seq", "_changed_at")
+        .collect()
     }
     history_ok, state_ok = got == want, current == summary.customers
-    print(f"history = the database's ({sum(want.values()):,} versions): {history_ok}; current state: {state_ok}")
+    print(
+        f"history = the database's ({sum(want.values()):,} versions): {history_ok}; current state: {state_ok}"
+    )
 
     batch = Lake(str(work / "batch"))
     shutil.copytree(lake.root, batch.root)
