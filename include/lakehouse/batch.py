@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 from lakehouse import delta, storage
 from lakehouse.errors import UsageError
 from lakehouse.flow import build
+from lakehouse.models.scoring import ScoredFlow
 from lakehouse.quality.gate import QualityGate, Verdict
 from lakehouse.slices import Slice, affected_slice, union
 from lakehouse.sources import EVERYTHING, Cut
@@ -76,10 +77,12 @@ def backfill(
     *,
     downstream: bool = False,
     allow_shrink: bool = False,
+    model_version: int | None = None,
 ) -> list[BackfillStep]:
-    """Recompute ``slice_`` of the given flows (all if none), optionally with their downstream."""
+    """Recompute ``slice_`` of the given flows (all if none), optionally with their downstream
+    (tables scored by a model: with ``model_version``, else as the stream scored them)."""
     work = plan(pipeline, flows, slice_, downstream=downstream)
-    return recompute(spark, lake, pipeline, work, allow_shrink=allow_shrink)
+    return recompute(spark, lake, pipeline, work, allow_shrink=allow_shrink, model_version=model_version)
 
 
 def recompute(
@@ -90,6 +93,7 @@ def recompute(
     *,
     cuts: Mapping[str, Cut] | None = None,
     allow_shrink: bool = False,
+    model_version: int | None = None,
 ) -> list[BackfillStep]:
     """Replace each table's slice of ``work`` with what its flow computes now (bronze reading
     the ``cuts`` of their sources, when given), in order. A slice is never replaced by fewer
@@ -107,7 +111,7 @@ def recompute(
             table: Table = table, table_slice: Slice = table_slice,
             writer: TableWriter = writer, gate: QualityGate | None = gate, cut: Cut = cut,
         ) -> None:  # fmt: skip
-            with _computed(spark, lake, pipeline, table, table_slice, cut) as df:
+            with _computed(spark, lake, pipeline, table, table_slice, cut, model_version) as df:
                 writer.ensure(df)
                 _write_slice(writer, gate, df, table_slice, allow_shrink=allow_shrink)
 
@@ -154,9 +158,20 @@ def _write_slice(
 
 @contextmanager
 def _computed(
-    spark: SparkSession, lake: Lake, pipeline: Pipeline, table: Table, slice_: Slice, cut: Cut
-) -> Iterator[DataFrame]:
-    """The rows of ``slice_`` of ``table``: a batch query, or a replay for stateful flows."""
+    spark: SparkSession, lake: Lake, pipeline: Pipeline, table: Table, slice_: Slice, cut: Cut,
+    model_version: int | None = None,
+) -> Iterator[DataFrame]:  # fmt: skip
+    """The rows of ``slice_`` of ``table``: a batch query, or a replay for stateful flows; a
+    table scored by a model, each row with the version recorded on it (or ``model_version``)."""
+    if table.model is not None:
+        inputs = build(spark, lake, pipeline, table, streaming=False, slice_=slice_, cut=cut)
+        path = lake.table(table.name)
+        held = None
+        if delta.exists(spark, path):
+            held = spark.read.format("delta").load(path)
+            held = held.where(slice_.condition(table.time_expression)) if table.time_expression else held
+        yield ScoredFlow(spark, lake, pipeline, table).rescore(inputs, held, model_version)
+        return
     if table.state is None:
         yield build(spark, lake, pipeline, table, streaming=False, slice_=slice_, cut=cut)
         return

@@ -66,6 +66,7 @@ def backfill(
     downstream: bool = False,
     allow_shrink: bool = False,
     pause_timeout: float = PAUSE_TIMEOUT,
+    model_version: int | None = None,
 ) -> list[BackfillStep]:
     """Recompute ``slice_`` of ``flows`` (and their downstream) beside running streams (see the
     module doc); backfills of one pipeline run one at a time."""
@@ -85,7 +86,15 @@ def backfill(
                 raise OperationFailed(f"{pipeline.name}: the backfill lost its leases; nothing was written")
             cuts = {t.name: cut for t, _ in work if (cut := consumed(t, checkpoints[t.name])) is not None}
             closed = closed_parts(pipeline, work, checkpoints)
-            return recompute(spark, lake, pipeline, closed, cuts=cuts, allow_shrink=allow_shrink)
+            return recompute(
+                spark,
+                lake,
+                pipeline,
+                closed,
+                cuts=cuts,
+                allow_shrink=allow_shrink,
+                model_version=model_version,
+            )
         finally:
             keeper.close()
 

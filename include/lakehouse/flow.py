@@ -110,7 +110,8 @@ def build(
     cut: Cut = EVERYTHING,
 ) -> DataFrame:
     """The rows ``table``'s flow writes: the same plan for a stream and for a backfill (a
-    backfill's bronze reads only the ``cut`` of its source that the stream consumed).
+    backfill's bronze reads only the ``cut`` of its source that the stream consumed). For a table
+    scored by a model: its upstream's rows, which the runners score batch by batch.
 
     A stream of landing files leaves the per-file accounting to its micro-batches
     (:class:`~lakehouse.sources.LandingAccounting`, in ``foreachBatch``); a batch does it here."""
@@ -140,6 +141,9 @@ def build(
         if table.transform is not None:
             changes = registry.resolve(pipeline, table.transform)(changes)
         return changes
+    if table.model is not None:  # scored per batch with the model in force (lakehouse.models.scoring)
+        (upstream,) = table.upstreams
+        return read_upstream(spark, lake, pipeline, table, upstream, streaming=streaming, slice_=slice_)
     if table.recomputes and streaming:
         raise SpecError(
             f"{table.name!r} is recomputed from its upstreams as a batch whenever they change: its "

@@ -90,17 +90,29 @@ def resolve(pipeline: Pipeline, ref: TransformRef) -> Callable[..., Any]:
 
 
 def check_transforms(pipeline: Pipeline) -> None:
-    """Every transform resolves and accepts one argument per upstream and lookup, in order."""
+    """Every transform resolves and accepts one argument per upstream and lookup (and the model,
+    for scored tables), in order; every model's functions resolve and take what they are given."""
     for table in pipeline.tables:
         if table.transform is None:
             continue
-        function = resolve(pipeline, table.transform)
         inputs = [*table.upstream_names, *table.lookups] or [f"{table.name} source rows"]
-        try:
-            inspect.signature(function).bind(*inputs)
-        except TypeError:
-            raise SpecError(
-                f"table {table.name!r}: transform {table.transform!r} must accept "
-                f"{len(inputs)} positional argument(s) ({', '.join(inputs)}), "
-                f"but its signature is {inspect.signature(function)}"
-            ) from None
+        if table.model is not None:
+            inputs.append(f"the model {table.model!r}")
+        _check_signature(pipeline, table.transform, inputs, f"table {table.name!r}: transform")
+    for model in pipeline.models:
+        where = f"model {model.name!r}:"
+        _check_signature(pipeline, model.train, [f"the rows of {model.trained_on}"], f"{where} train")
+        _check_signature(pipeline, model.score, ["the rows", "the artifact"], f"{where} score")
+        if model.evaluate:
+            _check_signature(pipeline, model.evaluate, ["the scored rows", "the labels"], f"{where} evaluate")
+
+
+def _check_signature(pipeline: Pipeline, ref: TransformRef, inputs: list[str], what: str) -> None:
+    function = resolve(pipeline, ref)
+    try:
+        inspect.signature(function).bind(*inputs)
+    except TypeError:
+        raise SpecError(
+            f"{what} {ref!r} must accept {len(inputs)} positional argument(s) ({', '.join(inputs)}), "
+            f"but its signature is {inspect.signature(function)}"
+        ) from None

@@ -60,6 +60,16 @@ def read_text(spark: SparkSession, path: str) -> str | None:
         stream.close()
 
 
+def write_text(spark: SparkSession, path: str, text: str) -> None:
+    """Write a small file (replacing it), creating its directory."""
+    fs, target = filesystem(spark, path)
+    stream = fs.create(target, True)
+    try:
+        stream.write(bytearray(text.encode("utf-8")))
+    finally:
+        stream.close()
+
+
 def size(spark: SparkSession, path: str) -> tuple[int, int]:
     """(files, bytes) under ``path``; (0, 0) when absent."""
     fs, target = filesystem(spark, path)

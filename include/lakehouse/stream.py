@@ -10,21 +10,26 @@ root. Two triggers:
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal, Protocol
 
+from pyspark.sql import functions as F
+
 from lakehouse.checkpoints import Checkpoint
 from lakehouse.errors import OperationFailed
 from lakehouse.flow import build, upstream_changes
+from lakehouse.models.scoring import ScoredFlow
+from lakehouse.models.store import ModelUnavailable
 from lakehouse.monitoring.listener import ProgressRecorder
 from lakehouse.monitoring.progress import BATCH_TIMINGS, ProgressLog, query_name
 from lakehouse.quality.gate import QualityGate, Verdict
 from lakehouse.sources import ACCOUNTING_COLUMNS, LandingAccounting
 from lakehouse.spec import JsonFiles
-from lakehouse.writes import Origin, TableWriter
+from lakehouse.writes import FAILED, Origin, TableWriter
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -33,7 +38,7 @@ if TYPE_CHECKING:
     from pyspark.sql.streaming import StreamingQuery
 
     from lakehouse.lake import Lake
-    from lakehouse.spec import Pipeline, Table
+    from lakehouse.spec import Model, Pipeline, Table
 
 log = logging.getLogger("lakehouse.stream")
 
@@ -90,14 +95,17 @@ class FlowSink:
         prepare: Callable[[DataFrame, int], DataFrame] | None = None,
         *,
         recomputed: bool = False,
+        scored: Model | None = None,
     ) -> None:
         self.writer = writer
         self.gate = gate
-        # Steps that need the whole micro-batch (landing accounting), or that compute the rows
-        # from the tables whenever the batch says they changed (``recomputed``: kept in memory
-        # for the gate and the write).
+        # Steps that need the whole micro-batch (landing accounting), that compute the rows from
+        # the tables whenever the batch says they changed (``recomputed``: kept in memory for the
+        # gate and the write), or that score it with the model in force (``scored``: its table is
+        # created by the first scored batch when no version was promoted at start).
         self.prepare = prepare
         self.recomputed = recomputed
+        self.scored = scored
         self._query_id: str | None = None
         self._bound = threading.Event()
 
@@ -128,11 +136,22 @@ class FlowSink:
             batch.count()
             lap("compute")
             if self.prepare:
-                rows = self.prepare(batch, batch_id)
+                try:
+                    rows = self.prepare(batch, batch_id)
+                except ModelUnavailable as exc:
+                    if self.scored is None or self.scored.unavailable != "quarantine":
+                        raise
+                    log.error("%s batch %d: quarantined unscored: %s", self.writer.table.name, batch_id, exc)
+                    reason = F.array(F.lit(f"model_unavailable: {exc}"))
+                    phases.update(self.writer.write_batch(None, batch.withColumn(FAILED, reason), origin))
+                    BATCH_TIMINGS.record(self._query_id, batch_id, phases)
+                    return
                 if self.recomputed:
                     rows = rows.persist()
                     rows.count()
-            lap("compute")  # landing accounting, a recomputation: part of computing the batch
+                if self.scored is not None:
+                    self.writer.ensure(rows)
+            lap("compute")  # landing accounting, a recomputation, scoring: part of computing the batch
             verdict = Verdict(rows, None) if self.gate is None else self.gate.judge(rows, origin)
             lap("gate")
             phases.update(self.writer.write_batch(verdict.kept, verdict.rejected, origin))
@@ -175,6 +194,13 @@ class StreamRunner:
             df = upstream_changes(self.spark, self.lake, self.pipeline, table)
             writer.ensure(recompute(df, -1))
             sink = FlowSink(writer, gate, recompute, recomputed=True)
+        elif table.model is not None:  # each batch scored with the model version in force
+            df = build(self.spark, self.lake, self.pipeline, table, streaming=True)
+            scoring = ScoredFlow(self.spark, self.lake, self.pipeline, table)
+            with contextlib.suppress(ModelUnavailable):  # else the first scored batch creates it
+                writer.ensure(scoring.apply(df, scoring.load()))
+            checkpoint = self.lake.checkpoint(self.pipeline.name, table.name)
+            sink = FlowSink(writer, gate, scoring.micro_batch(checkpoint), scored=scoring.model)
         else:
             df = build(self.spark, self.lake, self.pipeline, table, streaming=True)
             writer.ensure(df.drop(*ACCOUNTING_COLUMNS))

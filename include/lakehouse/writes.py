@@ -110,9 +110,11 @@ class TableWriter:
         )  # fmt: skip
 
     # ---------------------------------------------------------------- streams
-    def write_batch(self, rows: DataFrame, rejected: DataFrame | None, origin: Origin) -> dict[str, float]:
-        """Commit one micro-batch exactly once: its rows, and its rejected rows (beside it).
-        Returns the seconds each write took (``write``, ``quarantine``)."""
+    def write_batch(
+        self, rows: DataFrame | None, rejected: DataFrame | None, origin: Origin
+    ) -> dict[str, float]:
+        """Commit one micro-batch exactly once: its rows (``None``: none for the table), and its
+        rejected rows (beside it). Returns the seconds each write took (``write``, ``quarantine``)."""
         assert origin.kind == "stream" and origin.batch_id is not None
         seconds: dict[str, float] = {}
         pending = (
@@ -125,7 +127,9 @@ class TableWriter:
         started = time.perf_counter()
         try:
             what = f"{self.table.name} batch {origin.batch_id}"
-            if isinstance(self.table.write, Append):
+            if rows is None:
+                pass
+            elif isinstance(self.table.write, Append):
                 delta.append_once(rows, self.path, app_id=origin.run_id, version=origin.batch_id, what=what)
             elif self.changes is not None:
                 self.changes.apply_batch(rows, app_id=origin.run_id, batch_id=origin.batch_id)

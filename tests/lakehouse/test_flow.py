@@ -53,6 +53,7 @@ def test_backfill_plan_with_and_without_downstream(iot: Pipeline) -> None:
         ("silver.device_events", hour),
         ("gold.device_type_stats", Slice(at(0, 55), at(2))),
         ("gold.device_status", hour),
+        ("gold.device_anomaly_scores", hour),
     ]
     assert [t.name for t, _ in plan(iot, None, Slice(), downstream=False)] == list(iot.table_names)
 

@@ -8,6 +8,7 @@ The root app composes one plain Typer app per area (``kit`` holds what they shar
 ``operate``    deploy, stop, health (what the stream DAGs do)
 ``quality``    quality (table checks, Data Docs)
 ``maintain``   maintain (OPTIMIZE, VACUUM, size report)
+``models``     train, models (versions, aliases, promote)
 ``sql``        sql, serve, history, describe, users (analysts)
 =============  =============================================================
 """
@@ -20,7 +21,7 @@ import time
 
 import typer
 
-from lakehouse.cli import maintain, operate, pipelines, quality, runs, sql
+from lakehouse.cli import maintain, models, operate, pipelines, quality, runs, sql
 from lakehouse.cli.kit import configure_logging
 
 app = typer.Typer(
@@ -30,7 +31,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     callback=configure_logging,
 )
-for area in (pipelines, runs, operate, quality, maintain, sql):
+for area in (pipelines, runs, operate, quality, maintain, models, sql):
     app.add_typer(area.app)
 
 

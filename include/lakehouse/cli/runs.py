@@ -140,6 +140,13 @@ def backfill(
         bool,
         typer.Option(help="Replace a slice even with fewer rows than it holds (inputs pruned on purpose)."),
     ] = False,
+    model_version: Annotated[
+        int | None,
+        typer.Option(
+            help="Score tables scored by a model with this version (default: each row with the version "
+            "the stream scored it with, rows never scored with the version in force)."
+        ),
+    ] = None,
 ) -> None:
     """Recompute the event-time slice [start, end) with the same transforms; safe to re-run.
 
@@ -160,7 +167,16 @@ def backfill(
 
     conf = settings()
     spark = spark_session(conf, app_name=f"lakehouse-{pipeline}-backfill")
-    steps = run_backfill(spark, conf, spec, slice_, flow, downstream=downstream, allow_shrink=allow_shrink)
+    steps = run_backfill(
+        spark,
+        conf,
+        spec,
+        slice_,
+        flow,
+        downstream=downstream,
+        allow_shrink=allow_shrink,
+        model_version=model_version,
+    )
     view = RichTable(title=f"{pipeline}: backfill {slice_.label}", title_justify="left")
     for column in ("table", "slice", "rows written", "seconds"):
         view.add_column(column)

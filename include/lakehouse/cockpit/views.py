@@ -19,6 +19,7 @@ import polars as pl
 from deltalake import DeltaTable
 
 from lakehouse.lake import Lake
+from lakehouse.models.store import ModelStore
 from lakehouse.monitoring.alerts import AlertLog
 from lakehouse.monitoring.ops_tables import exists, rs_uri
 from lakehouse.monitoring.progress import PHASES, ProgressLog
@@ -151,6 +152,7 @@ class Reads:
         self.history = self.progress.read(since=since)
         self.results = QualityLog(self.lake).read()
         self.alerts = AlertLog(self.lake).read()
+        self.aliases = {(m.name, m.alias): m.version for m in ModelStore(self.lake).moves()}
 
 
 def _summary(settings: Settings, pipeline: Pipeline, reads: Reads, now: datetime) -> dict[str, Any]:
@@ -163,6 +165,10 @@ def _summary(settings: Settings, pipeline: Pipeline, reads: Reads, now: datetime
     for table in pipeline.ordered():
         flow = _flow(table, healths[table.name], heartbeats.get(table.name), counts.get(table.name, {}), now)
         flow["quality"] = verdicts.get(table.name)
+        if table.model is not None:  # the version the flow scores with now
+            model = pipeline.model(table.model)
+            version = reads.aliases.get((model.name, model.alias))
+            flow["model"] = {"name": model.name, "alias": model.alias, "version": version}
         flows.append(flow)
     return {
         "name": pipeline.name,

@@ -12,6 +12,7 @@ wrong, where, and how to fix it, never halfway through a stream.
 ``modes``          ``Append``, ``Upsert``, ``Aggregate`` (+ ``Window``), ``Scd1``, ``Scd2``,
                    ``Recompute``: how a table is written
 ``table``          ``Table``, ``Upstream``, ``State``
+``models``         ``Model``: a model trained from a table, scoring another
 ``pipeline``       ``Pipeline``: the graph of tables, checked as a whole
 ``expectations``   ``gxe``: Great Expectations declared by name (also ``lakehouse.quality.gxe``)
 ``durations``      ``SpecError`` and the ``"10 minutes"`` duration syntax
@@ -20,6 +21,7 @@ wrong, where, and how to fix it, never halfway through a stream.
 
 from lakehouse.spec.durations import SpecError, parse_duration
 from lakehouse.spec.expectations import Expectation, gxe
+from lakehouse.spec.models import Model
 from lakehouse.spec.modes import (
     Aggregate,
     Append,
@@ -45,6 +47,7 @@ __all__ = [
     "JsonFiles",
     "KafkaTopic",
     "Lookup",
+    "Model",
     "Pipeline",
     "Recompute",
     "Scd1",

@@ -13,6 +13,7 @@ from lakehouse.spec.sources import KafkaTopic, Lookup, Source
 if TYPE_CHECKING:
     from collections.abc import Iterable
 
+    from lakehouse.spec.models import Model
     from lakehouse.spec.table import Table
 
 
@@ -23,6 +24,7 @@ class Pipeline:
     name: str
     tables: tuple[Table, ...] = field(converter=tuple)
     lookups: tuple[Lookup, ...] = field(default=(), converter=tuple)
+    models: tuple[Model, ...] = field(default=(), converter=tuple)
     description: str = ""
     owner: str = "data-engineering"
     generator: str | None = None
@@ -67,6 +69,12 @@ class Pipeline:
             f"pipeline {self.name!r} has no table {name!r}; its tables are: "
             f"{', '.join(t.name for t in self.tables)}"
         )
+
+    def model(self, name: str) -> Model:
+        for model in self.models:
+            if model.name == name:
+                return model
+        raise SpecError(f"pipeline {self.name!r} has no model {name!r}")
 
     def lookup(self, name: str) -> Lookup:
         for lookup in self.lookups:
@@ -132,6 +140,7 @@ class Pipeline:
                         f"table {table.name!r} uses lookup {lookup!r}, which pipeline "
                         f"{self.name!r} does not declare; add Lookup({lookup!r}, schema=...)"
                     )
+        self._check_models(seen, lookups)
         cycle = self._find_cycle()
         if cycle:
             raise SpecError(
@@ -168,6 +177,28 @@ class Pipeline:
                         "the aggregate's state; declare event_time= on the upstream and "
                         f"watermark= on {table.name!r}"
                     )
+
+    def _check_models(self, tables: set[str], lookups: set[str]) -> None:
+        names = {m.name for m in self.models}
+        if len(names) != len(self.models):
+            raise SpecError(f"pipeline {self.name!r} declares a model twice")
+        for model in self.models:
+            if model.trained_on not in tables:
+                raise SpecError(
+                    f"model {model.name!r} is trained on {model.trained_on!r}, which pipeline "
+                    f"{self.name!r} does not declare"
+                )
+            if model.labels is not None and model.labels not in lookups:
+                raise SpecError(
+                    f"model {model.name!r} takes its labels from lookup {model.labels!r}, which pipeline "
+                    f"{self.name!r} does not declare; add Lookup({model.labels!r}, schema=...)"
+                )
+        for table in self.tables:
+            if table.model is not None and table.model not in names:
+                raise SpecError(
+                    f"table {table.name!r} is scored by model {table.model!r}, which pipeline "
+                    f"{self.name!r} does not declare; add Model({table.model!r}, ...) to models="
+                )
 
     def _find_cycle(self) -> list[str] | None:
         graph = {t.name: list(t.upstream_names) for t in self.tables}

@@ -189,6 +189,9 @@ class Table:
     - ``expectations``: GX expectations every written row must meet, each with an action
       (``warn`` / ``drop`` to quarantine / ``fail``); ``checks``: GX expectations on the whole
       table, run by Airflow after updates (see ``lakehouse.quality``).
+    - ``model``: the name of a model of the pipeline (``Pipeline(models=[...])``) the rows are
+      scored with: the transform receives the model in force as its last argument, and runs on
+      each micro-batch with the version promoted at its start (see ``lakehouse.spec.models``).
     """
 
     name: str
@@ -205,6 +208,7 @@ class Table:
     freshness: str = "15 minutes"
     expectations: tuple[Expectation, ...] = field(default=(), converter=tuple)
     checks: tuple[Expectation, ...] = field(default=(), converter=tuple)
+    model: str | None = None
 
     def __attrs_post_init__(self) -> None:
         self._imply(change_expectations(self), history_checks(self))
@@ -273,8 +277,14 @@ class Table:
 
     @property
     def dedupes(self) -> bool:
-        """Append tables with a key are deduplicated on it (within the watermark in streams)."""
-        return isinstance(self.write, Append) and bool(self.write.keys) and not self.sources
+        """Append tables with a key are deduplicated on it (within the watermark in streams); a
+        scored table's keys only name its rows (its transform runs per batch, without state)."""
+        return (
+            isinstance(self.write, Append)
+            and bool(self.write.keys)
+            and not self.sources
+            and self.model is None
+        )
 
     @property
     def time_expression(self) -> str | None:
@@ -314,6 +324,8 @@ class Table:
             self._check_changes()
         if self.recomputes:
             self._check_recompute()
+        if self.model is not None:
+            self._check_model()
         if self.watermark:
             parse_duration(self.watermark, f"table {self.name!r} watermark")
         for up in self.upstreams:
@@ -387,6 +399,23 @@ class Table:
             raise self._fail(
                 "Recompute reads its upstreams whole, as batches, each time they change: it takes "
                 "no watermark= or state=; leave them out"
+            )
+
+    def _check_model(self) -> None:
+        if not NAME.match(self.model or ""):
+            raise self._fail(
+                f"model={self.model!r} must name a model of the pipeline, e.g. model='iot_anomaly'"
+            )
+        if self.sources or len(self.upstreams) != 1 or self.transform is None:
+            raise self._fail(
+                "a table scored by a model reads one upstream with a transform(rows, *lookups, model): "
+                "the transform runs on each micro-batch with the model version in force"
+            )
+        if not isinstance(self.write, Append) or not self.write.keys or self.state is not None:
+            raise self._fail(
+                "a table scored by a model is written with Append(keys=[...]) (keys of its upstream's "
+                "rows): its transform runs per micro-batch, without state, and a backfill finds the "
+                "version each row was scored with by its key"
             )
 
     def _check_state(self) -> None:

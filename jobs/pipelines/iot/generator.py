@@ -8,6 +8,13 @@ missing device, a signal outside the sensor's physical range, an event time deca
 device with a broken clock). The same seed and options give the same files; the returned
 summary says how many of each were written (and which event ids were rejected, by kind), so
 tests can check that every line is accounted for.
+
+With ``anomaly_fraction`` it also injects what the anomaly model should find (each event starts
+one with that chance): an in-range spike (above the normal range, below the alert threshold),
+a drifting sensor (its next 5 to 15 readings offset by about the width of the normal range) or a
+sensor stuck at its rail (its physical minimum, for 5 to 15 readings). Ground truth, with the
+spikes above the alert threshold, is appended to the ``anomaly_labels`` reference file
+(``event_id,kind``), which the model's evaluation reads.
 """
 
 from __future__ import annotations
@@ -16,6 +23,7 @@ import json
 import random
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from lakehouse.generators import chunks, iso, malformed, time_range, uid
@@ -49,6 +57,7 @@ class Summary:
     files: list[str] = field(default_factory=list)
     event_ids: list[str] = field(default_factory=list)  # every event, valid or not
     rejected_ids: dict[str, list[str]] = field(default_factory=dict)  # invalid events by kind
+    anomalies: dict[str, str] = field(default_factory=dict)  # event id -> kind of anomaly (ground truth)
     first_event_time: str | None = None
     last_event_time: str | None = None
 
@@ -57,6 +66,7 @@ class Summary:
         if not with_ids:
             data.pop("event_ids")
             data.pop("rejected_ids")
+            data["anomalies"] = len(self.anomalies)
         return data
 
     @property
@@ -99,6 +109,7 @@ def generate(
     null_device_fraction: float = 0.0,
     far_future_fraction: float = 0.0,
     spike_fraction: float = 0.02,
+    anomaly_fraction: float = 0.0,
     file_prefix: str | None = None,
     write_registry: bool = True,
 ) -> Summary:
@@ -128,6 +139,9 @@ def generate(
         ("far_future", far_future_fraction),
     ]
     invalid_fraction = sum(f for _, f in invalid_kinds)
+    injector = Injector(
+        random.Random(seed * 7919 + 17), anomaly_fraction
+    )  # its own draws: other options keep their files
     for i in range(events):
         clock = min(
             clock + timedelta(seconds=rng.expovariate(1 / interval_seconds)), end - timedelta(milliseconds=1)
@@ -148,8 +162,12 @@ def generate(
                     roll -= fraction
         (low_limit, high_limit), (low, high), threshold = DEVICE_TYPES[kind]
         signal = rng.uniform(low, high)
+        anomaly: str | None = None
         if rng.random() < spike_fraction and invalid is None:
             signal = min(threshold * rng.uniform(1.01, 1.2), high_limit)  # a spike, still physical
+            anomaly = "spike_above_threshold"
+        elif invalid is None and anomaly_fraction:
+            signal, anomaly = injector.inject(device, kind, signal)
         if invalid == "out_of_range":
             span = high_limit - low_limit
             signal = (
@@ -180,6 +198,8 @@ def generate(
         lines.append(line)
         summary.events += 1
         summary.event_ids.append(event["event_id"])
+        if anomaly is not None:
+            summary.anomalies[event["event_id"]] = anomaly
         if invalid is not None:
             setattr(summary, invalid, getattr(summary, invalid) + 1)
             summary.rejected_ids.setdefault(invalid, []).append(event["event_id"])
@@ -199,4 +219,41 @@ def generate(
     prefix = file_prefix or f"events-{start:%Y%m%dT%H%M%S}-{seed}"
     for k, chunk in enumerate(chunks(lines, files)):
         summary.files.append(str(landing.write_lines(SOURCE, f"{prefix}-{k:04d}.json", chunk)))
+    if write_registry or summary.anomalies:
+        append_labels(landing, summary.anomalies)
     return summary
+
+
+class Injector:
+    """Anomalies the model should find (see the module doc), with its own random draws."""
+
+    def __init__(self, rng: random.Random, fraction: float) -> None:
+        self.rng, self.fraction = rng, fraction
+        self.episodes: dict[str, tuple[str, int, float]] = {}  # device -> (kind, readings left, value)
+
+    def inject(self, device: str, kind: str, signal: float) -> tuple[float, str | None]:
+        (low_limit, high_limit), (low, high), threshold = DEVICE_TYPES[kind]
+        episode = self.episodes.pop(device, None)
+        if episode is None and self.rng.random() < self.fraction:
+            anomaly = self.rng.choice(("in_range_spike", "drift", "stuck"))
+            if anomaly == "in_range_spike":
+                return high + self.rng.uniform(0.6, 0.95) * (threshold - high), anomaly
+            value = (high - low) * self.rng.uniform(0.8, 1.2) if anomaly == "drift" else low_limit
+            episode = (anomaly, self.rng.randrange(5, 16), value)
+        if episode is None:
+            return signal, None
+        anomaly, left, value = episode
+        if left > 1:
+            self.episodes[device] = (anomaly, left - 1, value)
+        return (min(signal + value, high_limit) if anomaly == "drift" else value), anomaly
+
+
+LABELS = "event_id,kind"
+
+
+def append_labels(landing: Landing, anomalies: dict[str, str]) -> None:
+    """Add ``anomalies`` to the ground truth of earlier calls (the ``anomaly_labels`` file)."""
+    path = landing.lake.reference(landing.pipeline.name, landing.pipeline.lookup("anomaly_labels").file)
+    known = Path(path).read_text().splitlines()[1:] if Path(path).exists() else []
+    rows = [LABELS, *known, *(f"{event_id},{kind}" for event_id, kind in anomalies.items())]
+    landing.write_reference("anomaly_labels", "\n".join(rows) + "\n")

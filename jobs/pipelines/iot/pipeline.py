@@ -3,6 +3,8 @@
 ```
 landing/*.json -> bronze.device_events -> silver.device_events -+-> gold.device_type_stats
                                           (+ devices registry)  +-> gold.device_status
+                                                                +-> gold.device_anomaly_scores
+                                                                    (model iot_anomaly, trained by iot_train)
 ```
 
 - bronze: every line as received; malformed ones kept with the reason.
@@ -11,6 +13,11 @@ landing/*.json -> bronze.device_events -> silver.device_events -+-> gold.device_
 - gold ``device_type_stats``: 10-minute windows sliding every 5 minutes per device type
   (count, avg, min, max of signal), updated in place when late events arrive in time.
 - gold ``device_status``: the latest event of each device with an alert flag.
+- gold ``device_anomaly_scores``: every event scored by the ``iot_anomaly`` model in force
+  (robust per-type baselines, ``models.py``), with the model's name and version on each row; the
+  anomalies are its rows ``WHERE anomaly``. Until a version is trained and promoted
+  (``lakehouse train iot --promote``, or the ``iot_train`` DAG), events wait in its quarantine,
+  unscored (a backfill scores them once a version is in force).
 
 Quality (Great Expectations, see ``lakehouse.quality``): rows from a broken clock (decades
 ahead) are quarantined before they reach bronze, where they would push silver's watermark
@@ -28,7 +35,7 @@ Declarations only: no pyspark (nor GX) here: Airflow imports this module when pa
 """
 
 from lakehouse.quality import gxe
-from lakehouse.spec import Aggregate, Append, JsonFiles, KafkaTopic, Lookup, Pipeline, Table, Upsert
+from lakehouse.spec import Aggregate, Append, JsonFiles, KafkaTopic, Lookup, Model, Pipeline, Table, Upsert
 from pipelines.iot.checks import GOLD_WINDOWS_COMPLETE, GOLD_WINDOWS_MATCH_SILVER, STATUS_MATCHES_SILVER
 from pipelines.iot.constants import EVENT_SCHEMA, TOPIC, WATERMARK, WINDOW
 
@@ -41,6 +48,21 @@ pipeline = Pipeline(
             "devices",
             schema="device STRING, device_type STRING, location STRING, "
             "min_signal DOUBLE, max_signal DOUBLE, alert_threshold DOUBLE",
+        ),
+        Lookup("anomaly_labels", schema="event_id STRING, kind STRING"),  # the generator's ground truth
+    ],
+    models=[
+        Model(
+            "iot_anomaly",
+            trained_on="silver.device_events",
+            train="models:fit_baselines",
+            score="models:score_anomalies",
+            evaluate="models:evaluate_anomalies",
+            labels="anomaly_labels",
+            promote_when={"precision": ">= 0.9", "recall": ">= 0.5"},
+            unavailable="quarantine",
+            train_window="1 day",
+            eval_window="30 minutes",
         )
     ],
     tables=[
@@ -160,6 +182,20 @@ pipeline = Pipeline(
                     description="Each device's status is its latest event in silver",
                     name="status_is_latest_silver_event",
                 ),
+            ],
+        ),
+        Table(
+            "gold.device_anomaly_scores",
+            description="Every event scored by the anomaly model in force; anomalies: WHERE anomaly.",
+            upstreams=["silver.device_events"],
+            transform="transforms:anomaly_scores",
+            model="iot_anomaly",
+            event_time="event_time",
+            write=Append(keys=["event_id"]),
+            freshness="15 minutes",
+            checks=[
+                gxe.ExpectColumnValuesToBeUnique(column="event_id", name="one_score_per_event"),
+                gxe.ExpectColumnValuesToNotBeNull(column="_model_version", name="scored_by_a_known_version"),
             ],
         ),
     ],

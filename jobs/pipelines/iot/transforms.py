@@ -6,10 +6,15 @@ They never read or write, never set watermarks or triggers: the runners do (see
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from pipelines.iot.constants import WINDOW
+
+if TYPE_CHECKING:
+    from lakehouse.models.scoring import ModelInForce
 
 
 def clean_events(events: DataFrame, devices: DataFrame) -> DataFrame:
@@ -80,4 +85,12 @@ def device_status(events: DataFrame) -> DataFrame:
         F.coalesce(F.col("signal") > F.col("alert_threshold"), F.lit(False)).alias("alert"),
         "event_time",
         "event_id",
+    )
+
+
+def anomaly_scores(events: DataFrame, model: ModelInForce) -> DataFrame:
+    """Silver events -> each scored by the anomaly model in force (its name and version on the row)."""
+    columns = ["event_id", "device", "device_type", "signal", "event_time", "alert_threshold"]
+    return model.score(events.select(*columns)).select(
+        *columns, "anomaly", "anomaly_score", "anomaly_reason", "_model", "_model_version"
     )

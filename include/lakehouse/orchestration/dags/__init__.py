@@ -9,6 +9,7 @@ For pipeline ``iot``:
 ``iot_incremental``     scheduled: availableNow runs of every flow, in dependency order
 ``iot_backfill``        daily data intervals = event-time slices; manual runs with start/end/flows
 ``iot_quality``         after table updates: the Great Expectations checks (if it declares some)
+``iot_train``           manual: train, evaluate, register (and promote) its models (if it declares some)
 ======================  ===========================================================================
 
 and, for the whole lake, ``lakehouse_maintenance``. Another kind of DAG is one builder appended
@@ -27,7 +28,7 @@ from lakehouse import registry
 from lakehouse.config import Settings, settings
 from lakehouse.orchestration.dags.maintenance import maintenance_dags
 from lakehouse.orchestration.dags.quality import quality_dags
-from lakehouse.orchestration.dags.runs import backfill_dags, incremental_dags
+from lakehouse.orchestration.dags.runs import backfill_dags, incremental_dags, train_dags
 from lakehouse.orchestration.dags.streams import deploy_dags, monitor_dags, stop_dags
 
 if TYPE_CHECKING:
@@ -44,6 +45,7 @@ PIPELINE_BUILDERS: list[Callable[[Pipeline, Settings], list[DAG]]] = [
     incremental_dags,
     backfill_dags,
     quality_dags,
+    train_dags,
 ]
 """One function per kind of DAG, each called with every registered pipeline."""
 

@@ -1,7 +1,8 @@
-"""The triggered runs' DAGs: ``<pipeline>_incremental`` (availableNow runs on a schedule) and
-``<pipeline>_backfill`` (event-time slices: the daily data interval, or chosen by hand).
+"""The triggered runs' DAGs: ``<pipeline>_incremental`` (availableNow runs on a schedule),
+``<pipeline>_backfill`` (event-time slices: the daily data interval, or chosen by hand) and, for
+pipelines that declare models, ``<pipeline>_train`` (train, evaluate, register, promote).
 
-Both submit a ``lakehouse`` command as a Spark driver through the Spark connection.
+Each submits a ``lakehouse`` command as a Spark driver through the Spark connection.
 """
 
 from __future__ import annotations
@@ -78,6 +79,49 @@ def backfill_dags(pipeline: Pipeline, conf: Settings) -> list[DAG]:
         SparkSubmitOperator(
             task_id="backfill",
             outlets=[table_asset(conf, t) for t in pipeline.table_names],
+            **spec.operator_kwargs(),
+        )
+    return [dag]
+
+
+def train_dags(pipeline: Pipeline, conf: Settings) -> list[DAG]:
+    if not pipeline.models:
+        return []
+    names = [m.name for m in pipeline.models]
+    args = ["train", pipeline.name, "--model", "{{ params.model or '' }}"]
+    for bound in ("train_start", "train_end", "eval_start", "eval_end"):
+        args += [f"--{bound.replace('_', '-')}", f"{{{{ params.{bound} or '' }}}}"]
+    args += [
+        "{{ '--promote' if params.promote else '--no-promote' }}",
+        "--by",
+        "{{ dag.dag_id }}/{{ run_id }}",
+    ]
+    spec = driver_spec(conf, f"lakehouse-{pipeline.name}-train", args)
+    with pipeline_dag(
+        pipeline, "train",
+        description=f"Train, evaluate and register the models of {pipeline.name}; promote on request",
+        doc_md=doc("train", pipeline=pipeline),
+        schedule=None,
+        tags=("batch", "models"),
+        task_args={"execution_timeout": timedelta(hours=2)},
+        params={
+            "model": Param(
+                None, type=["null", "string"], enum=[None, *names],
+                description="The model to train (empty: every model of the pipeline).",
+            ),
+            "train_start": time_param("Training range start, UTC (empty: the model's train_window)."),
+            "train_end": time_param("Training range end, UTC, exclusive."),
+            "eval_start": time_param("Held-out evaluation range start, UTC (empty: the model's eval_window)."),
+            "eval_end": time_param("Evaluation range end, UTC, exclusive."),
+            "promote": Param(
+                False, type="boolean",
+                description="Promote the new version if its metrics meet the model's promote_when.",
+            ),
+        },
+    ) as dag:  # fmt: skip
+        SparkSubmitOperator(
+            task_id="train",
+            outlets=[table_asset(conf, "models.versions")],
             **spec.operator_kwargs(),
         )
     return [dag]

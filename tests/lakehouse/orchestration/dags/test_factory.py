@@ -99,7 +99,11 @@ def test_dag_bag_has_no_import_errors() -> None:
     pipelines = discover("pipelines")
     checked = {f"{name}_quality" for name, p in pipelines.items() if p.checked_tables()}
     assert checked == {"iot_quality", "ads_quality", "crm_quality"}  # for declared checks
-    expected = {f"{p}_{kind}" for p in pipelines for kind in KINDS} | checked | {"lakehouse_maintenance"}
+    trained = {f"{name}_train" for name, p in pipelines.items() if p.models}
+    assert trained == {"iot_train"}  # for declared models
+    expected = (
+        {f"{p}_{kind}" for p in pipelines for kind in KINDS} | checked | trained | {"lakehouse_maintenance"}
+    )
     assert set(bag.dag_ids) == expected
 
 

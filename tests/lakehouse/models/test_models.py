@@ -1,0 +1,162 @@
+"""Models in a continuous application, on the IoT pipeline's anomaly model: trained and
+evaluated on generated ground truth, registered, promoted through its gate; a running stream
+switches to a promoted version at a batch boundary with no row scored twice or missed; a
+backfill scores as the stream did (stream = batch for the same input and version); a missing
+model fails the flow clearly or quarantines its rows, as declared."""
+
+from __future__ import annotations
+
+import shutil
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import attrs
+import pytest
+from pyspark.sql import functions as F
+from pyspark.testing import assertDataFrameEqual
+
+from lakehouse.batch import backfill
+from lakehouse.generators import Landing
+from lakehouse.lake import Lake
+from lakehouse.models.scoring import ScoredFlow
+from lakehouse.models.store import ModelStore, PromotionRefused
+from lakehouse.models.training import train
+from lakehouse.slices import Slice
+from lakehouse.spec import Pipeline
+from lakehouse.stream import FlowFailed, StreamRunner
+from pipelines.iot.generator import generate
+
+START = datetime(2026, 3, 1, 8, tzinfo=UTC)
+SCORES = "gold.device_anomaly_scores"
+UPSTREAM = ["bronze.device_events", "silver.device_events"]
+
+
+def land(lake: Lake, iot: Pipeline, wave: int) -> None:
+    generate(
+        Landing(lake, iot), events=1200, seed=wave, start=START + timedelta(hours=wave),
+        end=START + timedelta(hours=wave + 1), anomaly_fraction=0.02, late_fraction=0.0,
+    )  # fmt: skip
+
+
+def scores(spark, lake: Lake):
+    return spark.read.format("delta").load(lake.table(SCORES))
+
+
+@pytest.fixture(scope="module")
+def scenario(spark, iot: Pipeline, tmp_path_factory: pytest.TempPathFactory) -> dict:
+    """Two hours of events with anomalies; version 1 trained and promoted on the first; the
+    scores flow running continuously while version 2 is promoted between the two hours."""
+    lake = Lake(str(tmp_path_factory.mktemp("models") / "lake"))
+    store = ModelStore(lake)
+    model = iot.model("iot_anomaly")
+    land(lake, iot, 0)
+    with StreamRunner(spark, lake, iot) as runner:
+        runner.run_incremental(iot.select(UPSTREAM))
+    first = train(
+        spark, lake, iot, model, train_range=Slice(START, START + timedelta(minutes=40)),
+        eval_range=Slice(START + timedelta(minutes=40), START + timedelta(hours=1)), promote=True, by="test",
+    )  # fmt: skip
+    runner = StreamRunner(spark, lake, iot)
+    query = runner.start(iot.table(SCORES), _continuous())
+    try:
+        query.processAllAvailable()
+        half = Slice(START + timedelta(minutes=30), START + timedelta(hours=1))
+        second = train(
+            spark, lake, iot, model, train_range=Slice(START, half.start), eval_range=half, by="test"
+        )
+        store.promote(model, second.version.version, by="test", force=True)
+        land(lake, iot, 1)
+        runner.run_incremental(iot.select(UPSTREAM))
+        query.processAllAvailable()  # the same query (no restart) scores the second hour
+    finally:
+        query.stop()
+        runner.close()
+    return {"lake": lake, "first": first, "second": second, "query_id": str(query.id)}
+
+
+def _continuous():
+    from lakehouse.stream import Trigger
+
+    return Trigger("continuous", "1 second")
+
+
+def test_training_evaluates_on_ground_truth_and_registers_with_lineage(scenario: dict, iot: Pipeline) -> None:
+    first = scenario["first"].version
+    assert scenario["first"].promoted is not None and scenario["first"].refused == []
+    assert first.version == 1 and first.trained_on == "silver.device_events" and first.train_rows > 500
+    assert first.eval_start == START + timedelta(minutes=40) and first.eval_rows > 100
+    metrics = first.metrics
+    assert metrics["precision"] >= 0.9 and metrics["recall"] >= 0.5, metrics
+    assert metrics["recall_where_threshold_missed"] > 0.3, "it finds anomalies the fixed threshold misses"
+    assert set(first.artifact["types"]) == {"thermostat", "pressure", "humidity", "vibration"}
+    store = ModelStore(scenario["lake"])
+    assert [v.version for v in store.versions("iot_anomaly")] == [1, 2]
+    assert [(m.version, m.previous) for m in store.moves("iot_anomaly", "champion")] == [(1, None), (2, 1)]
+    strict = attrs.evolve(iot.model("iot_anomaly"), promote_when={"precision": ">= 1.01"})
+    with pytest.raises(PromotionRefused, match=r"precision >= 1.01 \(got"):
+        store.promote(strict, 1, by="test")
+    assert store.aliased("iot_anomaly", "champion") == 2, "a refused promotion changes nothing"
+
+
+def test_a_promotion_switches_versions_at_a_batch_boundary(spark, scenario: dict) -> None:
+    lake = scenario["lake"]
+    scored = scores(spark, lake)
+    silver = spark.read.format("delta").load(lake.table("silver.device_events"))
+    assert scored.count() == silver.count() == scored.select("event_id").distinct().count(), (
+        "every event scored once: none twice, none missed"
+    )
+    hour = F.when(F.col("event_time") < START + timedelta(hours=1), 0).otherwise(1)
+    versions = {(r[0], r[1]) for r in scored.select(hour, "_model_version").distinct().collect()}
+    assert versions == {(0, 1), (1, 2)}, versions
+    assert {r[0] for r in scored.select("_model").distinct().collect()} == {"iot_anomaly"}
+    assert scored.where("anomaly").count() > 10
+
+
+def test_a_backfill_scores_as_the_stream_did(spark, scenario: dict, iot: Pipeline, tmp_path: Path) -> None:
+    lake = Lake(str(tmp_path / "lake"))
+    shutil.copytree(scenario["lake"].root, lake.root)
+    streamed = scores(spark, lake).localCheckpoint()
+    everything = Slice(START, START + timedelta(hours=2))
+    backfill(spark, lake, iot, everything, [SCORES])
+    assertDataFrameEqual(scores(spark, lake), streamed, checkRowOrder=False)  # each row with its version
+    backfill(spark, lake, iot, everything, [SCORES], model_version=1)
+    again = scores(spark, lake)
+    assert {r[0] for r in again.select("_model_version").distinct().collect()} == {1}
+    first_hour = F.col("event_time") < START + timedelta(hours=1)
+    assertDataFrameEqual(again.where(first_hour), streamed.where(first_hour), checkRowOrder=False)
+
+
+def test_a_replayed_batch_keeps_the_version_its_first_attempt_used(
+    spark, scenario: dict, iot: Pipeline, tmp_path: Path
+) -> None:
+    lake = Lake(str(tmp_path / "lake"))
+    shutil.copytree(scenario["lake"].root, lake.root)
+    step = ScoredFlow(spark, lake, iot, iot.table(SCORES)).micro_batch(str(tmp_path / "checkpoint"))
+    events = spark.read.format("delta").load(lake.table("silver.device_events")).limit(5)
+    assert {r["_model_version"] for r in step(events, 7).collect()} == {2}
+    ModelStore(lake).promote(iot.model("iot_anomaly"), 1, by="test", force=True)
+    assert {r["_model_version"] for r in step(events, 7).collect()} == {2}, (
+        "batch 7 again: its recorded version"
+    )
+    assert {r["_model_version"] for r in step(events, 8).collect()} == {1}, "the next batch: the new one"
+
+
+def test_without_a_promoted_version_rows_wait_in_quarantine_or_the_flow_fails(
+    spark, iot: Pipeline, tmp_path: Path
+) -> None:
+    lake = Lake(str(tmp_path / "lake"))
+    land(lake, iot, 0)
+    with StreamRunner(spark, lake, iot) as runner:
+        runner.run_incremental(iot.select([*UPSTREAM, SCORES]))  # the reference model: quarantine
+    quarantined = spark.read.format("delta").load(lake.table(iot.table(SCORES).quarantine))
+    silver = spark.read.format("delta").load(lake.table("silver.device_events"))
+    assert quarantined.count() == silver.count()
+    reasons = {r[0][0] for r in quarantined.select("_failed_expectations").distinct().collect()}
+    assert len(reasons) == 1 and "has no version promoted to 'champion'" in reasons.pop()
+
+    land(lake, iot, 1)
+    strict = attrs.evolve(iot, models=[attrs.evolve(iot.model("iot_anomaly"), unavailable="fail")])
+    with StreamRunner(spark, lake, strict) as runner:
+        runner.run_incremental(strict.select(UPSTREAM))
+        with pytest.raises(FlowFailed, match=r"iot_anomaly.*no version promoted"):
+            runner.run_incremental([strict.table(SCORES)])
