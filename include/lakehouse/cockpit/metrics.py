@@ -3,7 +3,7 @@
 Built from :func:`lakehouse.cockpit.views.overview` (the same figures the pages show), one
 scrape = one read of the ops tables. Per flow (labels ``pipeline``, ``flow``): state as a
 one-hot gauge, heartbeat age, event-time lag, rates, backlog, batch duration, state size, late
-drops and duplicates of the last hour; per table (``pipeline``, ``table``): rows, Delta version,
+drops and duplicates of the last hour, the model version a scored flow uses; per table (``pipeline``, ``table``): rows, Delta version,
 quarantined rows, failed expectations of the latest table check.
 """
 
@@ -52,6 +52,11 @@ class OverviewCollector:
             name: GaugeMetricFamily(f"lakehouse_flow_{name}", text, labels=["pipeline", "flow"])
             for name, (_, text) in FLOW_GAUGES.items()
         }
+        model_version = GaugeMetricFamily(
+            "lakehouse_flow_model_version",
+            "The model version a scored flow scores with now (its alias's).",
+            labels=["pipeline", "flow", "model"],
+        )
         table_gauges = {
             "rows": GaugeMetricFamily(
                 "lakehouse_table_rows", "Rows in the table (Delta log).", labels=["pipeline", "table"]
@@ -84,8 +89,11 @@ class OverviewCollector:
                         table_gauges[name].add_metric(labels, float(table[name]))
                 if flow.get("quality"):
                     table_gauges["quality_failures"].add_metric(labels, float(len(flow["quality"]["failed"])))
+                if (model := flow.get("model")) and model["version"] is not None:
+                    model_version.add_metric([*labels, model["name"]], float(model["version"]))
         yield state
         yield from gauges.values()
+        yield model_version
         yield from table_gauges.values()
 
 

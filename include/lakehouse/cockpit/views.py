@@ -194,8 +194,14 @@ def overview(
 # ---------------------------------------------------------------------------- pipeline page
 
 
-def _graph(pipeline: Pipeline, states: dict[str, str], quarantined: dict[str, int | None]) -> dict[str, Any]:
-    """Nodes (sources, tables, quarantine tables) and edges, each node with its column (layer)."""
+def _graph(
+    pipeline: Pipeline,
+    states: dict[str, str],
+    quarantined: dict[str, int | None],
+    aliases: dict[tuple[str, str], int] | None = None,
+) -> dict[str, Any]:
+    """Nodes (sources, tables, quarantine tables, models) and edges, each node with its column
+    (layer); a model sits below the table it learns from, with the version its alias points at."""
     nodes: list[dict[str, Any]] = [
         {
             "id": f"lookup:{lookup.name}",
@@ -231,6 +237,23 @@ def _graph(pipeline: Pipeline, states: dict[str, str], quarantined: dict[str, in
                 }
             )
             edges.append((table.name, table.quarantine))
+        if table.model is not None:
+            edges.append((f"model:{table.model}", table.name))
+    for model in pipeline.models:
+        version = (aliases or {}).get((model.name, model.alias))
+        in_force = f"v{version}" if version is not None else "no version promoted"
+        node = f"model:{model.name}"
+        nodes.append(
+            {
+                "id": node,
+                "kind": "model",
+                "layer": pipeline.table(model.trained_on).layer,
+                "label": f"{model.name} {in_force}",
+            }
+        )
+        edges.append((model.trained_on, node))
+        if model.labels:
+            edges.append((f"lookup:{model.labels}", node))
     return {"nodes": nodes, "edges": [{"from": a, "to": b} for a, b in edges]}
 
 
@@ -374,7 +397,7 @@ def pipeline_page(
         **page,
         "generated_at": _iso(now),
         "range_hours": hours,
-        "graph": _graph(pipeline.configured(settings.ingest), states, quarantined),
+        "graph": _graph(pipeline.configured(settings.ingest), states, quarantined, reads.aliases),
         "series": _series(mine, start, now),
         "phases": list(PHASES),
         "tables": tables,

@@ -86,15 +86,15 @@ class ModelVersion:
     version: int
     created_at: datetime
     created_by: str
-    pipeline: str
-    trained_on: str
-    trained_on_version: int | None
-    train_start: datetime | None
-    train_end: datetime | None
-    eval_start: datetime | None
-    eval_end: datetime | None
-    train_rows: int
-    eval_rows: int
+    pipeline: str | None = None
+    trained_on: str | None = None
+    trained_on_version: int | None = None
+    train_start: datetime | None = None
+    train_end: datetime | None = None
+    eval_start: datetime | None = None
+    eval_end: datetime | None = None
+    train_rows: int = 0
+    eval_rows: int = 0
     metrics: dict[str, float] = field(default_factory=dict)
     artifact: dict[str, Any] = field(default_factory=dict)
     artifact_sha256: str = ""

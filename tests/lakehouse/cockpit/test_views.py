@@ -14,6 +14,7 @@ from lakehouse.cockpit import metrics, views
 from lakehouse.config import Settings
 from lakehouse.control import Deployment, FlowControl
 from lakehouse.lake import Lake
+from lakehouse.models.store import ModelStore
 from lakehouse.monitoring.alerts import AlertLog
 from lakehouse.monitoring.progress import ProgressLog
 from lakehouse.quality.results import QualityLog
@@ -84,6 +85,12 @@ def seed(tmp_path: Path, iot: Pipeline, now: datetime) -> Settings:
         }
     ).append_column("_quarantined_at", pa.array([now] * 3, pa.timestamp("us", tz="UTC")))
     write_deltalake(Lake.from_settings(conf).table("quarantine.silver_device_events"), quarantine)
+    store = ModelStore(Lake.from_settings(conf))  # two versions of the anomaly model, the second promoted
+    for _ in range(2):
+        store.register(
+            "iot_anomaly", {"k": 2.4}, created_by="test", pipeline="iot", train_rows=1, eval_rows=0
+        )
+    store.promote(iot.model("iot_anomaly"), 2, by="test", force=True)
     return conf
 
 
@@ -106,6 +113,12 @@ def test_the_overview_shows_each_flow_state_lag_drops_quality_and_alerts(
         flows["gold.device_status"]["state"] == "stopped" and flows["gold.device_status"]["quality"] is None
     )
     assert [a["message"] for a in pipeline["alerts"]] == ["DEAD"]
+    assert flows["gold.device_anomaly_scores"]["model"] == {
+        "name": "iot_anomaly",
+        "alias": "champion",
+        "version": 2,
+    }
+    assert "model" not in flows[SILVER]
     assert (
         pipeline["dags"]["stream_deploy"] == "iot_stream_deploy"
         and pipeline["dags"]["quality"] == "iot_quality"
@@ -123,7 +136,12 @@ def test_the_pipeline_page_draws_the_graph_charts_and_tables(tmp_path: Path, iot
     assert nodes["quarantine.silver_device_events"]["rows"] == 3
     assert {"from": BRONZE, "to": SILVER} in page["graph"]["edges"]
     sources = [n for n in page["graph"]["nodes"] if n["layer"] == "source"]
-    assert sorted(n["id"] for n in sources) == ["files:bronze.device_events", "lookup:devices"]  # not kafka:
+    assert sorted(n["id"] for n in sources) == [
+        "files:bronze.device_events", "lookup:anomaly_labels", "lookup:devices"
+    ]  # not kafka:  # fmt: skip
+    assert nodes["model:iot_anomaly"]["label"] == "iot_anomaly v2"
+    assert {"from": "model:iot_anomaly", "to": "gold.device_anomaly_scores"} in page["graph"]["edges"]
+    assert {"from": SILVER, "to": "model:iot_anomaly"} in page["graph"]["edges"]
     assert all(
         any(e["from"] == s["id"] for e in page["graph"]["edges"]) for s in sources
     )  # the default ingest
@@ -163,3 +181,4 @@ def test_prometheus_exposition_parses_with_a_value_per_flow(tmp_path: Path, iot:
     assert value("lakehouse_flow_late_rows_dropped_last_hour", flow=BRONZE) == 6
     assert value("lakehouse_table_quarantine_rows", table=SILVER) == 3
     assert value("lakehouse_table_quality_failures", table=SILVER) == 1
+    assert value("lakehouse_flow_model_version", flow="gold.device_anomaly_scores", model="iot_anomaly") == 2
