@@ -12,12 +12,13 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from lakehouse import registry
 from lakehouse.cli import app
 from lakehouse.config import settings
 from lakehouse.control import Deployment, FlowControl
 
 runner = CliRunner()
-FLOWS = ["bronze.device_events", "silver.device_events", "gold.device_type_stats", "gold.device_status"]
+FLOWS = list(registry.get("pipelines", "iot").table_names)
 
 
 @pytest.fixture
@@ -62,7 +63,7 @@ def test_deploy_leaves_running_flows_alone(control: FlowControl) -> None:
         control.acquire(flow, "running-driver", ttl=60, trigger="continuous")
     code, output = invoke("deploy", "iot")
     assert code == 0, output
-    assert output.count("already running (continuous)") == 4 and "nothing to do" in output, output
+    assert output.count("already running (continuous)") == len(FLOWS) and "nothing to do" in output, output
     assert not control.logs.exists(), "no driver was launched"
     assert all(control.deployment(flow) for flow in FLOWS), "now watched by the monitor"
 
