@@ -12,7 +12,8 @@ events (``--files`` hourly files, read one file per micro-batch as a stream catc
 - backfill: one ``lakehouse.batch.backfill`` of the day (a batch job) against the replay of the
   day through the streams (the platform run above);
 - freshness in continuous mode: a probe event written to the landing zone until its campaign's
-  window is visible in gold through the three layers, p50 and p95.
+  window is visible in gold through the three layers, p50 and p95, for the platform and for the
+  hand-written queries (the floor of this machine).
 
 Writes ``bench/results/latest.json`` and ``latest.png``. Figures are printed, never asserted.
 Usage: ``.venv/bin/python bench/ysb.py [--events 400000 --files 24 --probes 20]`` (``make bench``).
@@ -40,6 +41,8 @@ from lakehouse.generators import atomic_write  # noqa: E402
 from lakehouse.lake import Lake  # noqa: E402
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from pyspark.sql import DataFrame, SparkSession
 
     from lakehouse.spec import Pipeline
@@ -111,56 +114,75 @@ def run_platform(spark: SparkSession, lake: Lake) -> float:
     return time.perf_counter() - began
 
 
-def run_plain(spark: SparkSession, root: Path) -> float:
-    """The same three layers, written by hand the way a Spark user would (availableNow)."""
+def plain_flows(spark: SparkSession, root: Path) -> tuple[list[Callable[..., Any]], str]:
+    """The same three layers written by hand, the way a Spark user would: one function per
+    layer starting its query with the trigger it is given (``availableNow=True``,
+    ``processingTime=...``); and the gold table's path."""
     from delta.tables import DeltaTable
     from pyspark.sql import functions as F
 
-    began = time.perf_counter()
     bronze, silver, gold = (str(root / "tables" / t) for t in ("bronze", "silver", "gold"))
     checkpoints = root / "checkpoints"
-    events = (
-        spark.readStream.option("maxFilesPerTrigger", 1)
-        .format("text")
-        .load(str(root / "landing" / "ysb" / "ad_events"))
-        .select(F.from_json("value", SCHEMA).alias("e"))
-        .select("e.*")
-    )
-    q = events.writeStream.format("delta").option("checkpointLocation", str(checkpoints / "bronze"))
-    q.trigger(availableNow=True).start(bronze).awaitTermination()
-
     campaigns = spark.read.option("header", "true").csv(str(root / "reference" / "ysb" / "campaigns.csv"))
-    views = (
-        spark.readStream.format("delta")
-        .load(bronze)
-        .withWatermark("event_time", "10 seconds")
-        .where(F.col("event_type") == "view")
-        .join(F.broadcast(campaigns), "ad_id")
-        .select("campaign_id", "ad_id", "event_time")
-    )
-    q = views.writeStream.format("delta").option("checkpointLocation", str(checkpoints / "silver"))
-    q.trigger(availableNow=True).start(silver).awaitTermination()
+    for path, schema in (
+        (bronze, SCHEMA),
+        (silver, "campaign_id STRING, ad_id STRING, event_time TIMESTAMP"),
+    ):
+        if not DeltaTable.isDeltaTable(spark, path):  # readers of a table start before its first rows
+            spark.createDataFrame([], schema).write.format("delta").save(path)
 
-    counts = (
-        spark.readStream.format("delta")
-        .load(silver)
-        .withWatermark("event_time", "10 seconds")
-        .groupBy(F.window("event_time", "10 seconds").alias("window"), "campaign_id")
-        .agg(F.count("*").alias("views"))
-        .select(F.col("window.start").alias("window_start"), "campaign_id", "views")
-    )
+    def start_bronze(**trigger: Any) -> Any:
+        events = (
+            spark.readStream.option("maxFilesPerTrigger", 1)
+            .format("text")
+            .load(str(root / "landing" / "ysb" / "ad_events"))
+            .select(F.from_json("value", SCHEMA).alias("e"))
+            .select("e.*")
+        )
+        q = events.writeStream.format("delta").option("checkpointLocation", str(checkpoints / "bronze"))
+        return q.trigger(**trigger).start(bronze)
 
-    def upsert(batch: DataFrame, batch_id: int) -> None:
-        if not DeltaTable.isDeltaTable(spark, gold):
-            batch.limit(0).write.format("delta").save(gold)
-        target = DeltaTable.forPath(spark, gold).alias("t")
-        on = "t.window_start = s.window_start AND t.campaign_id = s.campaign_id"
-        target.merge(batch.alias("s"), on).whenMatchedUpdateAll().whenNotMatchedInsertAll().execute()
+    def start_silver(**trigger: Any) -> Any:
+        views = (
+            spark.readStream.format("delta")
+            .load(bronze)
+            .withWatermark("event_time", "10 seconds")
+            .where(F.col("event_type") == "view")
+            .join(F.broadcast(campaigns), "ad_id")
+            .select("campaign_id", "ad_id", "event_time")
+        )
+        q = views.writeStream.format("delta").option("checkpointLocation", str(checkpoints / "silver"))
+        return q.trigger(**trigger).start(silver)
 
-    q = counts.writeStream.outputMode("update").foreachBatch(upsert)
-    q.option("checkpointLocation", str(checkpoints / "gold")).trigger(
-        availableNow=True
-    ).start().awaitTermination()
+    def start_gold(**trigger: Any) -> Any:
+        counts = (
+            spark.readStream.format("delta")
+            .load(silver)
+            .withWatermark("event_time", "10 seconds")
+            .groupBy(F.window("event_time", "10 seconds").alias("window"), "campaign_id")
+            .agg(F.count("*").alias("views"))
+            .select(F.col("window.start").alias("window_start"), "campaign_id", "views")
+        )
+
+        def upsert(batch: DataFrame, batch_id: int) -> None:
+            if not DeltaTable.isDeltaTable(spark, gold):
+                batch.limit(0).write.format("delta").save(gold)
+            target = DeltaTable.forPath(spark, gold).alias("t")
+            on = "t.window_start = s.window_start AND t.campaign_id = s.campaign_id"
+            target.merge(batch.alias("s"), on).whenMatchedUpdateAll().whenNotMatchedInsertAll().execute()
+
+        q = counts.writeStream.outputMode("update").foreachBatch(upsert)
+        return q.option("checkpointLocation", str(checkpoints / "gold")).trigger(**trigger).start()
+
+    return [start_bronze, start_silver, start_gold], gold
+
+
+def run_plain(spark: SparkSession, root: Path) -> float:
+    """The hand-written layers run to completion, one after the other (availableNow)."""
+    began = time.perf_counter()
+    flows, _ = plain_flows(spark, root)
+    for start in flows:
+        start(availableNow=True).awaitTermination()
     return time.perf_counter() - began
 
 
@@ -178,9 +200,12 @@ def gold_views(spark: SparkSession, path: str) -> int:
 
 
 # ---------------------------------------------------------------------- freshness
-def freshness(spark: SparkSession, lake: Lake, probes: int, interval: str) -> list[float]:
+def freshness(
+    spark: SparkSession, lake: Lake, probes: int, interval: str, *, plain: bool = False
+) -> list[float]:
     """Seconds from a probe's landing file (a view of its own campaign, event time now) until
-    its campaign is in gold, with the three flows running continuously."""
+    its campaign is in gold, with the three flows running continuously: the platform's, or
+    (``plain``) the hand-written ones."""
     import pyarrow.compute as pc
 
     from lakehouse.monitoring.ops_tables import read_table
@@ -189,10 +214,16 @@ def freshness(spark: SparkSession, lake: Lake, probes: int, interval: str) -> li
     spec = pipeline()
     rng = random.Random(9)
     landing = Path(lake.landing("ysb", "ad_events"))
+    landing.mkdir(parents=True, exist_ok=True)
     atomic_write(Path(lake.reference("ysb", "campaigns.csv")), campaigns_csv(100, 10, probes))
-    gold = lake.table("gold.campaign_windows")
-    runner = StreamRunner(spark, lake, spec)
-    queries = [runner.start(t, Trigger("continuous", interval)) for t in spec.ordered()]
+    runner = None
+    if plain:
+        flows, gold = plain_flows(spark, Path(lake.root))
+        queries = [start(processingTime=interval) for start in flows]
+    else:
+        gold = lake.table("gold.campaign_windows")
+        runner = StreamRunner(spark, lake, spec)
+        queries = [runner.start(t, Trigger("continuous", interval)) for t in spec.ordered()]
     latencies = []
     try:
         for p in range(-1, probes):  # probe -1 warms the queries up, and is not counted
@@ -207,19 +238,20 @@ def freshness(spark: SparkSession, lake: Lake, probes: int, interval: str) -> li
                 try:
                     if read_table(gold, where=pc.field("campaign_id") == f"probe-{name}").height:
                         break
-                except Exception:  # a commit being written
+                except Exception:  # a commit being written, a table not created yet
                     pass
                 time.sleep(0.02)
             else:
                 raise TimeoutError(f"probe {p} did not reach gold in 300 s")
             if p >= 0:
                 latencies.append(time.perf_counter() - written)
-                print(f"  probe {p}: {latencies[-1]:.2f} s", flush=True)
+                print(f"  {'plain' if plain else 'platform'} probe {p}: {latencies[-1]:.2f} s", flush=True)
             time.sleep(rng.uniform(0.2, 1.0))  # arrivals at random phases of the trigger
     finally:
         for query in queries:
             stop_gracefully(query)
-        runner.close()
+        if runner is not None:
+            runner.close()
     return latencies
 
 
@@ -249,6 +281,7 @@ def bench(
     backfill_s = run_backfill(spark, lakes["backfill"])
     print(f"freshness: {probes} probes ...", flush=True)
     latencies = freshness(spark, Lake(str(work / "fresh")), probes, interval)
+    plain_latencies = freshness(spark, Lake(str(work / "fresh-plain")), probes, interval, plain=True)
 
     platform_views = gold_views(spark, lakes["platform"].table("gold.campaign_windows"))
     results = {
@@ -269,6 +302,9 @@ def bench(
         "freshness_p50_s": round(statistics.median(latencies), 3),
         "freshness_p95_s": round(percentile(latencies, 0.95), 3),
         "freshness_s": [round(x, 3) for x in latencies],
+        "plain_freshness_p50_s": round(statistics.median(plain_latencies), 3),
+        "plain_freshness_p95_s": round(percentile(plain_latencies, 0.95), 3),
+        "plain_freshness_s": [round(x, 3) for x in plain_latencies],
         "gold_views": {
             "platform": platform_views,
             "plain_spark": gold_views(spark, str(Path(lakes["plain"].root) / "tables" / "gold")),
@@ -294,10 +330,13 @@ def chart(results: dict[str, Any], path: Path) -> None:
     left.bar(names, values, color=["#888", "#1f77b4", "#2ca02c"])
     left.set_ylabel("landing rows / s / core")
     left.set_title(f"YSB, {results['events']:,} events, ratio {results['ratio']:.2f}")
-    right.hist(results["freshness_s"], bins=min(20, max(3, len(results["freshness_s"]))), color="#1f77b4")
+    bins = min(20, max(3, len(results["freshness_s"])))
+    right.hist(results["plain_freshness_s"], bins=bins, color="#888", alpha=0.7, label="plain PySpark")
+    right.hist(results["freshness_s"], bins=bins, color="#1f77b4", alpha=0.7, label="platform")
     for q in ("p50", "p95"):
         right.axvline(results[f"freshness_{q}_s"], linestyle="--", color="k")
         right.text(results[f"freshness_{q}_s"], 0.5, f" {q}", rotation=90)
+    right.legend()
     right.set_xlabel("seconds, landing file -> visible in gold (3 layers)")
     right.set_title(f"freshness, continuous ({results['freshness_interval']} trigger)")
     fig.tight_layout()
@@ -325,7 +364,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     (args.out / "latest.json").write_text(json.dumps(results, indent=2) + "\n")
     chart(results, args.out / "latest.png")
     for key, value in results.items():
-        if key != "freshness_s":
+        if key not in ("freshness_s", "plain_freshness_s"):
             print(f"{key:<34} {value}")
     print(f"wrote {args.out / 'latest.json'} and {args.out / 'latest.png'}")
     return results

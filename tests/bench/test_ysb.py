@@ -10,7 +10,7 @@ import pytest
 
 KEYS = (
     "platform_rows_per_s_per_core", "plain_spark_rows_per_s_per_core", "ratio", "freshness_p50_s",
-    "freshness_p95_s", "backfill_rows_per_s_per_core",
+    "freshness_p95_s", "backfill_rows_per_s_per_core", "plain_freshness_p50_s",
 )  # fmt: skip
 
 
