@@ -73,10 +73,10 @@ def train(
     model: Annotated[
         str | None, typer.Option(help="Model to train (default: every model of the pipeline).")
     ] = None,
-    train_start: Annotated[datetime | None, _when("Training range start")] = None,
-    train_end: Annotated[datetime | None, _when("Training range end, exclusive")] = None,
-    eval_start: Annotated[datetime | None, _when("Evaluation (held-out) range start")] = None,
-    eval_end: Annotated[datetime | None, _when("Evaluation range end, exclusive")] = None,
+    train_start: Annotated[str | None, _when("Training range start")] = None,
+    train_end: Annotated[str | None, _when("Training range end, exclusive")] = None,
+    eval_start: Annotated[str | None, _when("Evaluation (held-out) range start")] = None,
+    eval_end: Annotated[str | None, _when("Evaluation range end, exclusive")] = None,
     promote: Annotated[
         bool, typer.Option(help="Promote the new version if its metrics meet the model's promote_when.")
     ] = False,

@@ -96,6 +96,18 @@ def test_stream_in_waves_equals_one_backfill(spark, crm: Pipeline, streamed: Lak
         )
 
 
+def test_the_feed_in_one_wave_gives_the_same_tables(
+    spark, crm: Pipeline, feed, backfilled: Lake, tmp_path: Path
+) -> None:
+    """k = 1: every file landed before the first run (the waves above: k = 3)."""
+    lake = Lake(str(tmp_path / "lake"))
+    land(feed[0], lake, crm)
+    with StreamRunner(spark, lake, crm) as runner:
+        runner.run_incremental(crm.select(["bronze.customer_changes", *CHANGE_TABLES[:2]]))
+    for name in CHANGE_TABLES[:2]:
+        assertDataFrameEqual(table(spark, lake, name), table(spark, backfilled, name), checkRowOrder=False)
+
+
 def test_current_state_and_history_are_the_databases(spark, streamed: Lake, feed) -> None:
     summary = feed[1]
     customers = {

@@ -206,3 +206,30 @@ def test_a_new_pipeline_gets_its_dags_and_a_new_kind_of_dag_is_one_line(
 
     monkeypatch.setattr(factory, "PIPELINE_BUILDERS", [*factory.PIPELINE_BUILDERS, report_dag])
     assert "orders_report" in factory.build_all(conf)
+
+
+def test_the_train_dag_passes_its_params_to_lakehouse_train(dags: dict) -> None:
+    import jinja2
+    from typer.main import get_command
+
+    from lakehouse.cli import app
+    from lakehouse.cli import models as models_cli
+
+    [task] = dags["iot_train"].tasks
+    assert {o.name for o in task.outlets} == {"models.versions"}
+    params = {"model": None, "train_start": None, "train_end": None, "eval_start": "2026-03-01T08:00",
+              "eval_end": "2026-03-01T09:00", "promote": True}  # fmt: skip
+    context = {"params": params, "dag": dags["iot_train"], "run_id": "manual__1"}
+    args = [jinja2.Template(a).render(**context) for a in task.application_args]
+    assert (
+        args[:4] == ["train", "iot", "--model", ""]
+        and "--promote" in args
+        and args[-1] == "iot_train/manual__1"
+    )
+    command = get_command(app).commands["train"]  # type: ignore[attr-defined]
+    parsed = command.make_context("train", args[1:]).params
+    assert parsed["model"] == "" and parsed["train_start"] == "" and parsed["promote"] is True
+    assert models_cli._range(parsed["train_start"], parsed["train_end"], "train") is None  # noqa: SLF001
+    assert models_cli._range(parsed["eval_start"], parsed["eval_end"], "eval").label == (  # noqa: SLF001
+        "[2026-03-01T08:00:00+00:00, 2026-03-01T09:00:00+00:00)"
+    )
