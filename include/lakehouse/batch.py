@@ -25,6 +25,7 @@ from lakehouse import delta, storage
 from lakehouse.errors import UsageError
 from lakehouse.flow import build
 from lakehouse.models.scoring import ScoredFlow
+from lakehouse.models.store import ModelUnavailable
 from lakehouse.quality.gate import QualityGate, Verdict
 from lakehouse.slices import Slice, affected_slice, union
 from lakehouse.sources import EVERYTHING, Cut
@@ -117,7 +118,15 @@ def recompute(
 
         # A stream writing the same table concurrently makes the commit conflict: recompute
         # from the inputs as they are now (they hold what the stream wrote), then commit again.
-        delta.retry_on_conflict(attempt, f"backfill {table.name} {table_slice.label}")
+        try:
+            delta.retry_on_conflict(attempt, f"backfill {table.name} {table_slice.label}")
+        except ModelUnavailable as exc:
+            if table.model is None or pipeline.model(table.model).unavailable != "quarantine":
+                raise
+            # As its stream does, wait for a version: the stream's quarantine keeps the unscored rows.
+            log.warning("backfill %s %s: left as it is: %s", table.name, table_slice.label, exc)
+            steps.append(BackfillStep(table.name, table_slice, 0, time.monotonic() - started))
+            continue
         rows = delta.rows_written(spark, writer.path)
         step = BackfillStep(table.name, table_slice, rows, time.monotonic() - started)
         log.info(

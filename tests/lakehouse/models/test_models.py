@@ -19,7 +19,7 @@ from lakehouse.batch import backfill
 from lakehouse.generators import Landing
 from lakehouse.lake import Lake
 from lakehouse.models.scoring import ScoredFlow
-from lakehouse.models.store import ModelStore, PromotionRefused
+from lakehouse.models.store import ModelStore, ModelUnavailable, PromotionRefused
 from lakehouse.models.training import train
 from lakehouse.slices import Slice
 from lakehouse.spec import Pipeline
@@ -153,6 +153,9 @@ def test_without_a_promoted_version_rows_wait_in_quarantine_or_the_flow_fails(
     assert quarantined.count() == silver.count()
     reasons = {r[0][0] for r in quarantined.select("_failed_expectations").distinct().collect()}
     assert len(reasons) == 1 and "has no version promoted to 'champion'" in reasons.pop()
+    hour = Slice(START, START + timedelta(hours=1))
+    [step] = backfill(spark, lake, iot, hour, [SCORES])  # the daily backfill stays green: it waits too
+    assert step.rows_written == 0 and quarantined.count() == silver.count()
 
     land(lake, iot, 1)
     strict = attrs.evolve(iot, models=[attrs.evolve(iot.model("iot_anomaly"), unavailable="fail")])
@@ -160,3 +163,5 @@ def test_without_a_promoted_version_rows_wait_in_quarantine_or_the_flow_fails(
         runner.run_incremental(strict.select(UPSTREAM))
         with pytest.raises(FlowFailed, match=r"iot_anomaly.*no version promoted"):
             runner.run_incremental([strict.table(SCORES)])
+    with pytest.raises(ModelUnavailable, match="no version promoted"):
+        backfill(spark, lake, strict, hour, [SCORES])
