@@ -109,7 +109,7 @@ def generate(
     if not spec.generator:
         raise UserError(f"pipeline {pipeline!r} declares no generator")
     generator = registry.resolve(spec, spec.generator)
-    options = _generator_kwargs(generator, set_ or [])
+    options = {**spec.generator_options, **_generator_kwargs(generator, set_ or [])}
     landing = Landing(Lake.from_settings(settings()), spec)
     if not continuous:
         summary = generator(

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from attrs import evolve, field, frozen
 
@@ -19,7 +19,10 @@ if TYPE_CHECKING:
 
 @frozen
 class Pipeline:
-    """A named set of tables forming a DAG, plus its lookups and operational defaults."""
+    """A named set of tables forming a DAG, plus its lookups, models and operational defaults
+    (``generator``: its test-data generator, ``"module:function"``, with ``generator_options``,
+    the keyword arguments ``lakehouse generate`` and ``make up``'s live feed give it unless told
+    otherwise with ``--set``)."""
 
     name: str
     tables: tuple[Table, ...] = field(converter=tuple)
@@ -28,6 +31,7 @@ class Pipeline:
     description: str = ""
     owner: str = "data-engineering"
     generator: str | None = None
+    generator_options: dict[str, Any] = field(factory=dict, converter=dict)
     incremental_schedule: str = "*/15 * * * *"
     backfill_schedule: str = "@daily"
     monitor_interval: str = "2 minutes"

@@ -43,6 +43,7 @@ pipeline = Pipeline(
     name="iot",
     description="IoT device events: windows per device type and the latest status per device.",
     generator="generator:generate",
+    generator_options={"anomaly_fraction": 0.005},  # what the anomaly model should find, with ground truth
     lookups=[
         Lookup(
             "devices",
