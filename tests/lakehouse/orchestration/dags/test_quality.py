@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from lakehouse import registry
 from lakehouse.lake import Lake
 
 REPO = Path(__file__).resolve().parents[4]
@@ -57,17 +58,10 @@ def python(code: str, env: dict[str, str], cwd: Path, *args: str) -> subprocess.
 def test_iot_quality_parses_without_gx_or_spark_and_runs_after_any_table_update(tmp_path: Path) -> None:
     result = python(PARSE, airflow_env(tmp_path, Lake(str(tmp_path / "lake"))), tmp_path)
     assert result.returncode == 0, result.stderr[-3000:]
-    tables = [
-        "bronze__device_events",
-        "gold__device_status",
-        "gold__device_type_stats",
-        "silver__device_events",
-    ]
-    assert f"tasks: {sorted(['run_checks', *(f'verdict_{t}' for t in tables)])}" in result.stdout
-    assert (
-        "schedule: ['bronze.device_events', 'gold.device_status', 'gold.device_type_stats', 'silver.device_events']"
-        in result.stdout
-    )
+    tables = sorted(registry.get("pipelines", "iot").table_names)
+    verdicts = [f"verdict_{t.replace('.', '__')}" for t in tables]
+    assert f"tasks: {sorted(['run_checks', *verdicts])}" in result.stdout
+    assert f"schedule: {tables}" in result.stdout
     assert "heavy: []" in result.stdout
 
 
@@ -93,6 +87,7 @@ def test_iot_quality_fails_on_a_violated_table_and_passes_on_a_clean_one(
         "verdict_gold__device_status": "success",
         "verdict_bronze__device_events": "skipped",
         "verdict_gold__device_type_stats": "skipped",
+        "verdict_gold__device_anomaly_scores": "skipped",
     }
     log = result.stdout + result.stderr
     assert (
