@@ -196,7 +196,12 @@ pipeline = Pipeline(
             freshness="15 minutes",
             checks=[
                 gxe.ExpectColumnValuesToBeUnique(column="event_id", name="one_score_per_event"),
-                gxe.ExpectColumnValuesToNotBeNull(column="_model_version", name="scored_by_a_known_version"),
+                gxe.UnexpectedRowsExpectation(
+                    unexpected_rows_query="SELECT s.event_id, s._model, s._model_version FROM {batch} s "
+                    "LEFT ANTI JOIN {models.versions} v ON v.name = s._model AND v.version = s._model_version",
+                    description="Every score names a registered model version",
+                    name="scored_by_a_registered_version",
+                ),
             ],
         ),
     ],

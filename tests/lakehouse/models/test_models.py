@@ -165,3 +165,13 @@ def test_without_a_promoted_version_rows_wait_in_quarantine_or_the_flow_fails(
             runner.run_incremental([strict.table(SCORES)])
     with pytest.raises(ModelUnavailable, match="no version promoted"):
         backfill(spark, lake, strict, hour, [SCORES])
+
+
+def test_the_scores_table_checks_hold(spark, scenario: dict, iot: Pipeline, tmp_path: Path) -> None:
+    from lakehouse.quality.checks import run_checks
+
+    report = run_checks(spark, scenario["lake"], iot, tmp_path / "quality", [SCORES])
+    assert report.violated == [], report.text()
+    assert {r.expectation for t in report.tables for r in t.results} == {
+        "one_score_per_event", "scored_by_a_registered_version"
+    }  # fmt: skip
