@@ -41,7 +41,7 @@ def test_maintenance_dag_parses_without_spark_with_a_task_per_pipeline(tmp_path:
         timeout=300,
     )
     assert result.returncode == 0, result.stderr[-3000:]
-    assert "tasks: ['maintain_ads', 'maintain_iot', 'maintain_ops_tables']" in result.stdout
+    assert "tasks: ['maintain_ads', 'maintain_crm', 'maintain_iot', 'maintain_ops_tables']" in result.stdout
     assert "schedule: 0 0 * * *" in result.stdout
     assert "retries: [1]" in result.stdout
     assert "args: ['maintain', 'iot', '--retention-hours', '{{ params.retention_hours }}']" in result.stdout
