@@ -159,8 +159,7 @@ def generate(
             "ts_ms": db.clock_ms + delivery.randrange(5, 500),
         }  # fmt: skip
 
-    if snapshot:  # what a connector reads first: every live row at one log position
-        db.lsn += 1
+    if snapshot:  # what a connector reads first: every live row at the log's current position
         for key in sorted(db.customers):
             committed.append((CUSTOMERS, envelope(CUSTOMERS, "r", None, dict(db.customers[key]))))
         for key in sorted(db.orders):
