@@ -143,6 +143,8 @@ class FlowSink:
                         raise
                     log.error("%s batch %d: quarantined unscored: %s", self.writer.table.name, batch_id, exc)
                     reason = F.array(F.lit(f"model_unavailable: {exc}"))
+                    lap("compute")
+                    phases["gate"] = 0.0  # nothing to judge: every row waits for a model version
                     phases.update(self.writer.write_batch(None, batch.withColumn(FAILED, reason), origin))
                     BATCH_TIMINGS.record(self._query_id, batch_id, phases)
                     return

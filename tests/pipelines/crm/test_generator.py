@@ -73,8 +73,6 @@ def test_calls_continue_one_database_and_a_snapshot_comes_first(landing: Landing
     earlier = [json.loads(line) for line in lines(first.files) if line.startswith("{") and line.endswith("}")]
     before = max(e["source"]["lsn"] or 0 for e in earlier)
     after = min(e["source"]["lsn"] for e in events if e["op"] != "r")
-    assert before == snapshot[0]["source"]["lsn"] < after, (
-        "the snapshot is read where the log stands"
-    )
+    assert before == snapshot[0]["source"]["lsn"] < after, "the snapshot is read where the log stands"
     open_first = {v.customer_id for v in first.customer_versions if v.valid_to is None}
     assert open_first == set(first.customers), "one open version per live customer"
