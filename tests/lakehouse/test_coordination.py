@@ -104,7 +104,12 @@ def test_a_backfill_beside_continuous_streams_gives_the_tables_of_the_streams_al
     shutil.copytree(Path(lake.root) / "reference", Path(alone.root) / "reference")
     with StreamRunner(spark, alone, iot) as reference:
         reference.run_incremental(iot.ordered())
-    for name in [*names, "quarantine.silver_device_events"]:
+    scores = iot.table("gold.device_anomaly_scores")  # no model version: its rows wait in quarantine
+    for name in [
+        *(n for n in names if n != scores.name),
+        "quarantine.silver_device_events",
+        scores.quarantine,
+    ]:
         ours, theirs = read(lake, name), read(alone, name)
         volatile = [c for c in ours.columns if c in VOLATILE or (c.startswith("_") and c != "_parse_error")]
         assertDataFrameEqual(ours.drop(*volatile), theirs.drop(*volatile), checkRowOrder=False)
