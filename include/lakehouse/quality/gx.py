@@ -45,6 +45,7 @@ from pyspark.sql import functions as F
 from lakehouse.lake import Lake
 from lakehouse.spec import SpecError
 from lakehouse.spec.expectations import TABLE_REFERENCE, Expectation
+from lakehouse.spec.table import PLATFORM_DATABASES
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -177,7 +178,7 @@ def check_table(pipeline: Pipeline, table: Table) -> None:
         where = f"table {table.name!r} {kind}"
         for declaration in declarations:
             for reference in declaration.table_references():
-                if reference not in known and not reference.startswith(("quarantine.", "ops.")):
+                if reference not in known and reference.split(".", 1)[0] not in PLATFORM_DATABASES:
                     raise SpecError(
                         f"{where} {declaration.label!r} reads {{{reference}}}, which pipeline "
                         f"{pipeline.name!r} does not declare (its tables: {', '.join(sorted(known))})"

@@ -28,6 +28,9 @@ if TYPE_CHECKING:
 LAYERS: tuple[str, ...] = ("bronze", "silver", "gold")
 QUARANTINE_LAYER = "quarantine"
 CHANGES_LAYER = "changes"
+# The platform's own databases beside the layers (checks may read their tables by name):
+# quarantines, change logs, ops tables (lakehouse.monitoring), model versions (lakehouse.models).
+PLATFORM_DATABASES: tuple[str, ...] = (QUARANTINE_LAYER, CHANGES_LAYER, "ops", "models")
 QUARANTINE_REASONS = "_failed_expectations"  # a quarantine row's column: the expectations it failed
 TransformRef = str | Callable[..., Any]
 
