@@ -11,6 +11,7 @@ from typing import Any
 
 from pyspark.sql.streaming import StreamingQueryListener
 
+from lakehouse.monitoring.ops_tables import flush_all
 from lakehouse.monitoring.progress import BATCH_TIMINGS, ProgressLog, progress_row, split_query_name
 
 log = logging.getLogger("lakehouse.progress")
@@ -56,7 +57,9 @@ class ProgressRecorder(StreamingQueryListener):
         if row.get("pipeline") != self.pipeline:
             return  # another pipeline's query in the same session records itself
         try:
-            self.log.append([row])
+            self.log.append([row], later=True)  # committed within a second, with the others
+            if row["event"] in ("started", "terminated"):
+                flush_all()  # a query's start and end are on record when the runner goes on
         except Exception:  # recording must never take a stream down
             log.exception("could not record progress of %s", row.get("flow"))
 

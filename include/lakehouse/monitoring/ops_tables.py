@@ -3,7 +3,10 @@ Airflow tasks, and any lake table read into polars (``lakehouse status``, monito
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+import atexit
+import logging
+import threading
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import polars as pl
 import pyarrow as pa
@@ -31,6 +34,70 @@ def append_rows(path: str, schema: pa.Schema, rows: list[dict[str, Any]]) -> Non
     write_deltalake(
         rs_uri(path), pa.Table.from_pylist(rows, schema=schema), mode="append", schema_mode="merge"
     )
+
+
+log = logging.getLogger("lakehouse.ops")
+
+
+class Appender:
+    """Rows for one ops table, committed by a background thread at most every ``every`` seconds
+    (one commit for all that arrived meanwhile): recording never makes a micro-batch wait for a
+    Delta commit, and the table gets a commit a second instead of one a row. One per table and
+    process; :func:`flush_all` commits what is pending now (the end of a run, a query's end),
+    and so does the process's exit."""
+
+    _by_path: ClassVar[dict[str, Appender]] = {}
+    _lock: ClassVar[threading.Lock] = threading.Lock()
+
+    def __init__(self, path: str, schema: pa.Schema, every: float = 1.0) -> None:
+        self.path, self.schema, self.every = path, schema, every
+        self._pending: list[dict[str, Any]] = []
+        self._rows_lock = threading.Lock()
+        self._write_lock = threading.Lock()  # commits in order
+        self._wake = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    @classmethod
+    def of(cls, path: str, schema: pa.Schema) -> Appender:
+        with cls._lock:
+            if path not in cls._by_path:
+                cls._by_path[path] = cls(path, schema)
+            return cls._by_path[path]
+
+    def append(self, rows: list[dict[str, Any]]) -> None:
+        with self._rows_lock:
+            self._pending.extend(rows)
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name=f"ops-appender {self.path}", daemon=True)
+                self._thread.start()
+
+    def flush(self) -> None:
+        """Commit the pending rows now (a failed commit keeps them for the next one)."""
+        with self._write_lock:
+            with self._rows_lock:
+                rows, self._pending = self._pending, []
+            if not rows:
+                return
+            try:
+                append_rows(self.path, self.schema, rows)
+            except Exception:  # recording must never take a stream down: try again later
+                log.exception("could not record %d row(s) in %s; will retry", len(rows), self.path)
+                with self._rows_lock:
+                    self._pending[:0] = rows
+
+    def _run(self) -> None:
+        while True:
+            self._wake.wait(self.every)
+            self.flush()
+
+
+def flush_all() -> None:
+    """Commit every ops table's pending rows (see :class:`Appender`)."""
+    for appender in list(Appender._by_path.values()):  # noqa: SLF001  # this module's own registry
+        appender.flush()
+
+
+atexit.register(flush_all)
 
 
 def exists(path: str) -> bool:

@@ -22,7 +22,7 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lakehouse.monitoring.ops_tables import PROGRESS_TABLE, append_rows, read_table
+from lakehouse.monitoring.ops_tables import PROGRESS_TABLE, Appender, append_rows, read_table
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -168,7 +168,9 @@ class ProgressLog:
     def __init__(self, lake: Lake) -> None:
         self.path = lake.table(PROGRESS_TABLE)
 
-    def append(self, rows: list[dict[str, Any]]) -> None:
+    def append(self, rows: list[dict[str, Any]], *, later: bool = False) -> None:
+        """Record ``rows`` now, or (``later``) with the next commit of the table's background
+        appender, within a second (drivers: see ``ops_tables.Appender``)."""
         now = datetime.now(UTC)
         full = [
             {
@@ -180,7 +182,10 @@ class ProgressLog:
             }
             for row in rows
         ]
-        append_rows(self.path, SCHEMA, full)
+        if later:
+            Appender.of(self.path, SCHEMA).append(full)
+        else:
+            append_rows(self.path, SCHEMA, full)
 
     def read(self, since: datetime | None = None) -> pl.DataFrame:
         """All recorded events, or those recorded since ``since`` (pushed down to the files)."""

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 import pyarrow as pa
 
-from lakehouse.monitoring.ops_tables import RESULTS_TABLE, append_rows, read_table
+from lakehouse.monitoring.ops_tables import RESULTS_TABLE, Appender, append_rows, read_table
 
 if TYPE_CHECKING:
     from lakehouse.lake import Lake
@@ -58,13 +58,17 @@ class QualityLog:
     def __init__(self, lake: Lake) -> None:
         self.path = lake.table(RESULTS_TABLE)
 
-    def append(self, rows: list[dict[str, Any]]) -> None:
+    def append(self, rows: list[dict[str, Any]], *, later: bool = False) -> None:
+        """Record ``rows`` now, or (``later``: a micro-batch's results) with the table's next
+        background commit (``ops_tables.Appender``)."""
         if not rows:
             return
         now = datetime.now(UTC)
-        append_rows(
-            self.path, SCHEMA, [{**dict.fromkeys(SCHEMA.names), "recorded_at": now, **r} for r in rows]
-        )
+        full = [{**dict.fromkeys(SCHEMA.names), "recorded_at": now, **r} for r in rows]
+        if later:
+            Appender.of(self.path, SCHEMA).append(full)
+        else:
+            append_rows(self.path, SCHEMA, full)
 
     def read(self, *, distinct: bool = True) -> pl.DataFrame:
         """All results (the last record of each replayed micro-batch when ``distinct``)."""
