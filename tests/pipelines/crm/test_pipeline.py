@@ -26,7 +26,7 @@ from lakehouse.stream import StreamRunner
 from pipelines.crm.generator import CUSTOMERS, ORDERS, Summary, generate
 
 START = datetime(2026, 3, 1, 8, tzinfo=UTC)
-WAVES = 3
+WAVES = 2
 LANDED = ("_source_file", "_arrival_time", "_ingested_at")  # where and when a line landed
 CHANGE_TABLES = ("silver.customers", "silver.customer_history", "silver.orders")
 
@@ -40,7 +40,7 @@ def crm(request) -> Pipeline:
 
 @pytest.fixture(scope="module")
 def feed(crm: Pipeline, tmp_path_factory: pytest.TempPathFactory) -> tuple[Lake, Summary]:
-    """Two days of a database's changes, delivered as three files per table."""
+    """Two days of a database's changes, delivered as two files per table."""
     lake = Lake(str(tmp_path_factory.mktemp("crm-feed") / "lake"))
     summary = generate(
         Landing(lake, crm), events=2500, files=WAVES, seed=7, start=START, end=START + timedelta(days=2)
@@ -99,7 +99,7 @@ def test_stream_in_waves_equals_one_backfill(spark, crm: Pipeline, streamed: Lak
 def test_the_feed_in_one_wave_gives_the_same_tables(
     spark, crm: Pipeline, feed, backfilled: Lake, tmp_path: Path
 ) -> None:
-    """k = 1: every file landed before the first run (the waves above: k = 3)."""
+    """k = 1: every file landed before the first run (the waves above: k = 2)."""
     lake = Lake(str(tmp_path / "lake"))
     land(feed[0], lake, crm)
     with StreamRunner(spark, lake, crm) as runner:
