@@ -68,7 +68,11 @@ def test_describe_tells_shape_freshness_origin_and_expectations(demo, iot: Pipel
     assert silver.partitioning == ("event_date",)
     assert silver.rows == len(demo.expected.events)
     assert silver.upstreams == ("bronze.device_events",)
-    assert silver.downstreams == ("gold.device_type_stats", "gold.device_status")
+    assert silver.downstreams == (
+        "gold.device_type_stats",
+        "gold.device_status",
+        "gold.device_anomaly_scores",
+    )
     assert silver.keys == ("event_id",) and silver.watermark == "10 minutes"
     assert ("event_time", "TIMESTAMP", True) in [dataclasses.astuple(c) for c in silver.columns]
     assert (
