@@ -33,6 +33,9 @@ def spark_settings(tmp_path_factory: pytest.TempPathFactory) -> Settings:
         shuffle_partitions=2,
         spark_ui=False,
         spark_log_level="ERROR",
+        # one JVM serves the whole run (hundreds of Delta tables, streams, MERGEs): the default
+        # 1g heap ran out late in a full run ("Not enough memory to build and broadcast")
+        spark_conf={"spark.driver.memory": "3g"},
     )
 
 

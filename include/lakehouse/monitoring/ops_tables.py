@@ -68,7 +68,9 @@ class Appender:
         with self._rows_lock:
             self._pending.extend(rows)
             if self._thread is None:
-                self._thread = threading.Thread(target=self._run, name=f"ops-appender {self.path}", daemon=True)
+                self._thread = threading.Thread(
+                    target=self._run, name=f"ops-appender {self.path}", daemon=True
+                )
                 self._thread.start()
 
     def flush(self) -> None:
