@@ -2,7 +2,7 @@
 evaluated on generated ground truth, registered, promoted through its gate; a running stream
 switches to a promoted version at a batch boundary with no row scored twice or missed; a
 backfill scores as the stream did (stream = batch for the same input and version); a missing
-model fails the flow clearly or quarantines its rows, as declared."""
+model, or a broken version, fails the flow clearly or quarantines its rows, as declared."""
 
 from __future__ import annotations
 
@@ -175,3 +175,25 @@ def test_the_scores_table_checks_hold(spark, scenario: dict, iot: Pipeline, tmp_
     assert {r.expectation for t in report.tables for r in t.results} == {
         "one_score_per_event", "scored_by_a_registered_version"
     }  # fmt: skip
+
+
+def test_a_broken_version_fails_the_flow_clearly_or_quarantines(spark, iot: Pipeline, tmp_path: Path) -> None:
+    lake = Lake(str(tmp_path / "lake"))
+    land(lake, iot, 0)
+    model = iot.model("iot_anomaly")
+    store = ModelStore(lake)
+    broken = store.register(model.name, {"k": 2.4}, created_by="test")  # no baselines per device type
+    store.promote(model, broken.version, by="test", force=True)
+    with StreamRunner(spark, lake, iot) as runner:
+        runner.run_incremental(iot.select([*UPSTREAM, SCORES]))  # the reference model: quarantine
+    quarantined = spark.read.format("delta").load(lake.table(iot.table(SCORES).quarantine))
+    assert quarantined.count() == spark.read.format("delta").load(lake.table("silver.device_events")).count()
+    [reason] = {r[0][0] for r in quarantined.select("_failed_expectations").distinct().collect()}
+    assert f"'iot_anomaly' version {broken.version} failed to score" in reason and "types" in reason
+
+    land(lake, iot, 1)
+    strict = attrs.evolve(iot, models=[attrs.evolve(model, unavailable="fail")])
+    with StreamRunner(spark, lake, strict) as runner:
+        runner.run_incremental(strict.select(UPSTREAM))
+        with pytest.raises(FlowFailed, match=rf"iot_anomaly' version {broken.version} failed to score"):
+            runner.run_incremental([strict.table(SCORES)])
