@@ -359,8 +359,8 @@ def first_start(minutes: float) -> None:
                 if len(loads) % 12 == 0:
                     print(f"  {elapsed:5.0f} s  load {load()}", flush=True)
                 time.sleep(5)
-            leases = [control.running(f) for f in FLOWS]
             pipeline = registry.get(conf.pipelines_package, "iot")
+            leases = [control.running(t.name) for t in pipeline.tables]  # every flow the deploy starts
             health = {h.flow: f"{h.state}: {h.message}" for h in operations.health(conf, pipeline)}
             kept = Path(tempfile.gettempdir()) / f"first-start-{os.getpid()}"  # driver logs, for a look
             shutil.copytree(Path(tmp) / "lake" / "control", kept / "control", dirs_exist_ok=True)
