@@ -145,24 +145,14 @@ def test_without_a_promoted_version_rows_wait_in_quarantine_or_the_flow_fails(
     spark, iot: Pipeline, tmp_path: Path
 ) -> None:
     lake = Lake(str(tmp_path / "lake"))
-    land(lake, iot, 0)
-    with StreamRunner(spark, lake, iot) as runner:
-        runner.run_incremental(iot.select([*UPSTREAM, SCORES]))  # the reference model: quarantine
-    quarantined = spark.read.format("delta").load(lake.table(iot.table(SCORES).quarantine))
-    silver = spark.read.format("delta").load(lake.table("silver.device_events"))
-    assert quarantined.count() == silver.count()
+    quarantined, silver = quarantine_every_score(spark, lake, iot)
     reasons = {r[0][0] for r in quarantined.select("_failed_expectations").distinct().collect()}
     assert len(reasons) == 1 and "has no version promoted to 'champion'" in reasons.pop()
     hour = Slice(START, START + timedelta(hours=1))
     [step] = backfill(spark, lake, iot, hour, [SCORES])  # the daily backfill stays green: it waits too
     assert step.rows_written == 0 and quarantined.count() == silver.count()
 
-    land(lake, iot, 1)
-    strict = attrs.evolve(iot, models=[attrs.evolve(iot.model("iot_anomaly"), unavailable="fail")])
-    with StreamRunner(spark, lake, strict) as runner:
-        runner.run_incremental(strict.select(UPSTREAM))
-        with pytest.raises(FlowFailed, match=r"iot_anomaly.*no version promoted"):
-            runner.run_incremental([strict.table(SCORES)])
+    strict = fail_next_scores(spark, lake, iot, r"iot_anomaly.*no version promoted")
     with pytest.raises(ModelUnavailable, match="no version promoted"):
         backfill(spark, lake, strict, hour, [SCORES])
 
@@ -179,21 +169,36 @@ def test_the_scores_table_checks_hold(spark, scenario: dict, iot: Pipeline, tmp_
 
 def test_a_broken_version_fails_the_flow_clearly_or_quarantines(spark, iot: Pipeline, tmp_path: Path) -> None:
     lake = Lake(str(tmp_path / "lake"))
-    land(lake, iot, 0)
     model = iot.model("iot_anomaly")
     store = ModelStore(lake)
     broken = store.register(model.name, {"k": 2.4}, created_by="test")  # no baselines per device type
     store.promote(model, broken.version, by="test", force=True)
-    with StreamRunner(spark, lake, iot) as runner:
-        runner.run_incremental(iot.select([*UPSTREAM, SCORES]))  # the reference model: quarantine
-    quarantined = spark.read.format("delta").load(lake.table(iot.table(SCORES).quarantine))
-    assert quarantined.count() == spark.read.format("delta").load(lake.table("silver.device_events")).count()
+    quarantined, _ = quarantine_every_score(spark, lake, iot)
     [reason] = {r[0][0] for r in quarantined.select("_failed_expectations").distinct().collect()}
     assert f"'iot_anomaly' version {broken.version} failed to score" in reason and "types" in reason
 
+    fail_next_scores(spark, lake, iot, rf"iot_anomaly' version {broken.version} failed to score")
+
+
+def quarantine_every_score(spark, lake: Lake, iot: Pipeline):
+    """The first hour through the scores flow under the reference model's quarantine policy:
+    every silver event waits in the quarantine (returned with silver)."""
+    land(lake, iot, 0)
+    with StreamRunner(spark, lake, iot) as runner:
+        runner.run_incremental(iot.select([*UPSTREAM, SCORES]))
+    quarantined = spark.read.format("delta").load(lake.table(iot.table(SCORES).quarantine))
+    silver = spark.read.format("delta").load(lake.table("silver.device_events"))
+    assert quarantined.count() == silver.count()
+    return quarantined, silver
+
+
+def fail_next_scores(spark, lake: Lake, iot: Pipeline, message: str) -> Pipeline:
+    """The second hour under ``unavailable="fail"``: the scores flow fails with ``message``;
+    returns that pipeline."""
     land(lake, iot, 1)
-    strict = attrs.evolve(iot, models=[attrs.evolve(model, unavailable="fail")])
+    strict = attrs.evolve(iot, models=[attrs.evolve(iot.model("iot_anomaly"), unavailable="fail")])
     with StreamRunner(spark, lake, strict) as runner:
         runner.run_incremental(strict.select(UPSTREAM))
-        with pytest.raises(FlowFailed, match=rf"iot_anomaly' version {broken.version} failed to score"):
+        with pytest.raises(FlowFailed, match=message):
             runner.run_incremental([strict.table(SCORES)])
+    return strict
