@@ -3,10 +3,12 @@ conflict retries.
 
 Two kinds of commit, two retry rules:
 
-- **Stream commits** (:func:`append_once`, :func:`once`) carry ``txnAppId`` = the query id
-  (stable across restarts from one checkpoint) and ``txnVersion`` = the batch id, so a batch
-  replayed after a crash is skipped by Delta instead of written twice. Re-running such a commit
-  after a conflict is safe, so they retry by themselves.
+- **Stream commits** (:func:`append_once`, :func:`once`) are identified by the query id (stable
+  across restarts from one checkpoint) and the batch id, so a batch replayed after a crash is
+  skipped instead of written twice: MERGEs carry Delta's ``txnAppId``/``txnVersion``; appends
+  record the pair in the commit's ``userMetadata`` and check it only when the batch can be a
+  replay (see :func:`append_once`). Re-running such a commit after a conflict is safe, so they
+  retry by themselves.
 - **Slice replacements** (:func:`replace`) are one attempt: re-saving the same rows after a
   conflict could delete what a concurrent writer just committed. Their callers retry by
   recomputing the rows from fresh inputs (``retry_on_conflict`` around compute-and-commit).
@@ -18,6 +20,7 @@ Delta's streaming sink.)
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 import time
@@ -44,6 +47,7 @@ ACTION = "_action"  # a diff row's column: what to do with its match (see merge_
 CONFLICT_RETRIES = 8  # backoff 0.5 s, 1 s, ... : about 14 s of a busy concurrent writer
 _TXN_APP = "spark.databricks.delta.write.txnAppId"
 _TXN_VERSION = "spark.databricks.delta.write.txnVersion"
+STREAM_COMMIT = "lakehouse_stream"  # userMetadata key of a stream's append: the query id
 _COMMIT_FILE = re.compile(r"\d{20}\.")
 
 
@@ -130,16 +134,54 @@ def clear_uncommitted_log(spark: SparkSession, path: str) -> None:
 # --------------------------------------------------------------------------- stream commits
 
 
-def append_once(df: DataFrame, path: str, *, app_id: str, version: int, what: str) -> None:
-    """Append ``df`` exactly once per (``app_id``, ``version``): a replayed batch is skipped."""
-    writer = (
-        df.write.format("delta")
-        .mode("append")
-        .option("txnAppId", app_id)
-        .option("txnVersion", version)
-        .option("mergeSchema", "true")
-    )
+def append_once(
+    df: DataFrame, path: str, *, app_id: str, version: int, what: str, replay_possible: bool = True
+) -> None:
+    """Append ``df`` exactly once per (``app_id``, ``version``): a replayed batch is skipped.
+
+    Every append records the pair in its commit's ``userMetadata``. Only a batch that can be a
+    replay (``replay_possible``: the first one a query runs after it started; Spark re-runs the
+    last batch it had not marked done) looks for it among the table's commits, and is also written
+    with Delta's ``txnAppId`` (its own check, and what tables written before the marker carry).
+    Later batches of the same run are new by construction and skip both checks: in Delta 4.4
+    ``txnAppId`` rebuilds the table's whole state (three Spark jobs) at every commit.
+    """
+    marker = json.dumps({STREAM_COMMIT: app_id, "batch": version})
+    writer = df.write.format("delta").mode("append").option("mergeSchema", "true")
+    writer = writer.option("userMetadata", marker)
+    if replay_possible:
+        if stream_committed(df.sparkSession, path, app_id, version):
+            log.info("%s: already committed (a replayed batch), skipped", what)
+            return
+        writer = writer.option("txnAppId", app_id).option("txnVersion", version)
     retry_on_conflict(lambda: writer.save(path), what)
+
+
+def stream_committed(spark: SparkSession, path: str, app_id: str, version: int) -> bool:
+    """Whether the table holds batch ``version`` of stream ``app_id`` (from the ``userMetadata``
+    of its newest commit by that stream: batches are committed in order)."""
+    if not exists(spark, path):
+        return False
+    table = DeltaTable.forPath(spark, path)
+    for limit in (50, None):  # recent commits first; the whole retained log only if needed
+        commits = (table.history(limit) if limit else table.history()).select("userMetadata").collect()
+        for commit in commits:  # newest first
+            marker = _stream_marker(commit["userMetadata"])
+            if marker is not None and marker[0] == app_id:
+                return marker[1] >= version
+        if limit is not None and len(commits) < limit:
+            break
+    return False
+
+
+def _stream_marker(user_metadata: str | None) -> tuple[str, int] | None:
+    if not user_metadata or STREAM_COMMIT not in user_metadata:
+        return None
+    try:
+        found = json.loads(user_metadata)
+        return str(found[STREAM_COMMIT]), int(found["batch"])
+    except (ValueError, KeyError, TypeError):
+        return None
 
 
 @contextmanager

@@ -96,6 +96,7 @@ class FlowSink:
         *,
         recomputed: bool = False,
         scored: Model | None = None,
+        prepare_materializes: bool = False,
     ) -> None:
         self.writer = writer
         self.gate = gate
@@ -104,10 +105,14 @@ class FlowSink:
         # gate and the write), or that score it with the model in force (``scored``: its table is
         # created by the first scored batch when no version was promoted at start).
         self.prepare = prepare
+        # ``prepare`` runs a job over the whole (persisted) batch itself (landing accounting): no
+        # separate count to materialize it.
+        self.prepare_materializes = prepare_materializes
         self.recomputed = recomputed
         self.scored = scored
         self._query_id: str | None = None
         self._bound = threading.Event()
+        self._first_of_run = True  # the one batch of this query run that can be a replay
 
     def bind(self, query_id: str) -> None:
         """Attach the streaming query id (the Delta transaction id); micro-batches wait for it."""
@@ -117,8 +122,9 @@ class FlowSink:
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
         self._bound.wait()
         assert self._query_id is not None
-        origin = Origin("stream", self._query_id, batch_id=batch_id)
-        # Materialize first: when Delta skips a replayed batch (txn already committed) the plan
+        origin = Origin("stream", self._query_id, batch_id=batch_id, first_of_run=self._first_of_run)
+        self._first_of_run = False  # a failed batch ends the query, and with it this sink
+        # Materialize first: when a replayed batch is skipped (already committed) the plan
         # would otherwise never run, and stateful operators would not commit this batch's state.
         # Materializing it on its own also times the read and transform apart from the gate.
         batch.persist()
@@ -133,7 +139,8 @@ class FlowSink:
             clock = now
 
         try:
-            batch.count()
+            if not (self.prepare and self.prepare_materializes):
+                batch.count()
             lap("compute")
             if self.prepare:
                 try:
@@ -206,7 +213,8 @@ class StreamRunner:
         else:
             df = build(self.spark, self.lake, self.pipeline, table, streaming=True)
             writer.ensure(df.drop(*ACCOUNTING_COLUMNS))
-            sink = FlowSink(writer, gate, self._landing_accounting(table))
+            accounting = self._landing_accounting(table)
+            sink = FlowSink(writer, gate, accounting, prepare_materializes=accounting is not None)
         stream = (
             df.writeStream.queryName(query_name(self.pipeline.name, table.name))
             .outputMode(table.output_mode)

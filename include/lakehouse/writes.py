@@ -69,6 +69,9 @@ class Origin:
     run_id: str
     batch_id: int | None = None
     slice: Slice | None = None
+    # A stream's first batch since its query started: the only one that can replay a batch
+    # already committed (see ``delta.append_once``).
+    first_of_run: bool = True
 
     @property
     def label(self) -> str:
@@ -130,7 +133,10 @@ class TableWriter:
             if rows is None:
                 pass
             elif isinstance(self.table.write, Append):
-                delta.append_once(rows, self.path, app_id=origin.run_id, version=origin.batch_id, what=what)
+                delta.append_once(
+                    rows, self.path, app_id=origin.run_id, version=origin.batch_id, what=what,
+                    replay_possible=origin.first_of_run,
+                )  # fmt: skip
             elif self.changes is not None:
                 self.changes.apply_batch(rows, app_id=origin.run_id, batch_id=origin.batch_id)
             elif self.table.recomputes:
@@ -155,7 +161,7 @@ class TableWriter:
         self._ensure_quarantine(rows)
         delta.append_once(
             rows, self.quarantine_path, app_id=origin.run_id, version=origin.batch_id,
-            what=f"quarantine of {self.table.name} ({origin.label})",
+            what=f"quarantine of {self.table.name} ({origin.label})", replay_possible=origin.first_of_run,
         )  # fmt: skip
 
     # ---------------------------------------------------------------- backfills

@@ -1,4 +1,5 @@
-"""The Delta layer: table creation survives a driver killed mid-creation."""
+"""The Delta layer: table creation survives a driver killed mid-creation; a replayed stream append
+is skipped."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ from pathlib import Path
 
 from delta.tables import DeltaTable
 
-from lakehouse.delta import ensure_table
+from lakehouse.delta import append_once, ensure_table, stream_committed
 
 
 def test_a_table_whose_creation_was_interrupted_is_created(spark, tmp_path: Path) -> None:
@@ -16,3 +17,25 @@ def test_a_table_whose_creation_was_interrupted_is_created(spark, tmp_path: Path
     ensure_table(spark, path, schema, name="silver.device_events")
     assert DeltaTable.isDeltaTable(spark, path)
     assert spark.read.format("delta").load(path).columns == ["event_id"]
+
+
+def test_a_replayed_append_is_skipped_whether_its_batch_was_first_of_its_run_or_not(
+    spark, tmp_path: Path
+) -> None:
+    path = str(tmp_path / "bronze" / "events")
+
+    def append(batch: int, *, first: bool, app: str = "query-1") -> int:
+        rows = spark.createDataFrame([(app, batch)], "app STRING, batch INT")
+        append_once(rows, path, app_id=app, version=batch, what=f"batch {batch}", replay_possible=first)
+        return spark.read.format("delta").load(path).count()
+
+    assert append(0, first=True) == 1  # a run's first batch: checked, written with Delta's txn
+    assert append(1, first=False) == 2  # later batches: the marker only
+    assert append(2, first=False) == 3
+    assert append(2, first=True) == 3  # restart: batch 2 replayed; its marker says it is there
+    assert append(1, first=True) == 3  # (an older one too)
+    assert append(3, first=False) == 4
+    assert append(3, first=True, app="query-2") == 5  # another stream's batch 3 is its own
+    versions = DeltaTable.forPath(spark, path).history().select("version", "userMetadata").collect()
+    assert len(versions) == 5  # each batch one commit, the skipped replays none
+    assert stream_committed(spark, path, "query-1", 3) and not stream_committed(spark, path, "query-1", 4)
