@@ -6,17 +6,17 @@ views per campaign in 10-second event-time windows; three layers (bronze, silver
 Measured in one process (one local Spark session, ``local[2]``), on the same generated day of
 events (``--files`` hourly files, read one file per micro-batch as a stream catching up would):
 
-- throughput: the ``ysb`` platform pipeline (``bench/benchpipelines/ysb``, discovered only
-  here) run as streams to completion (availableNow), against the same three queries written by
-  hand in plain PySpark: landing rows per second per core, and their ratio;
-- backfill: one ``lakehouse.batch.backfill`` of the day (a batch job) against the replay of the
-  day through the streams (the platform run above);
+- throughput, in two regimes (many small batches: ``--files`` files; large files: ``--throughput-
+  events`` in ``--throughput-files``): the ``ysb`` platform pipeline (``bench/benchpipelines/ysb``,
+  discovered only here) run as streams to completion (availableNow), against the same three
+  queries written by hand in plain PySpark; and one ``lakehouse.batch.backfill`` of the day
+  against the same layers written by hand as batch jobs: landing rows per second per core, ratios;
 - freshness in continuous mode: a probe event written to the landing zone until its campaign's
   window is visible in gold through the three layers, p50 and p95, for the platform and for the
   hand-written queries (the floor of this machine).
 
 Writes ``bench/results/latest.json`` and ``latest.png``. Figures are printed, never asserted.
-Usage: ``.venv/bin/python bench/ysb.py [--events 400000 --files 24 --probes 20]`` (``make bench``).
+Usage: ``.venv/bin/python bench/ysb.py [--events 100000 --throughput-events 2000000]`` (``make bench``).
 """
 
 from __future__ import annotations
@@ -186,6 +186,40 @@ def run_plain(spark: SparkSession, root: Path) -> float:
     return time.perf_counter() - began
 
 
+def run_plain_batch(spark: SparkSession, root: Path) -> float:
+    """The same three layers written by hand as batch jobs over the whole day (what a backfill
+    is measured against): each layer read, transformed and written once."""
+    from pyspark.sql import functions as F
+
+    began = time.perf_counter()
+    tables = root / "batch-tables"
+    campaigns = spark.read.option("header", "true").csv(str(root / "reference" / "ysb" / "campaigns.csv"))
+    events = (
+        spark.read.format("text")
+        .load(str(root / "landing" / "ysb" / "ad_events"))
+        .select(F.from_json("value", SCHEMA).alias("e"))
+        .select("e.*")
+    )
+    events.write.format("delta").mode("overwrite").save(str(tables / "bronze"))
+    views = (
+        spark.read.format("delta")
+        .load(str(tables / "bronze"))
+        .where(F.col("event_type") == "view")
+        .join(F.broadcast(campaigns), "ad_id")
+        .select("campaign_id", "ad_id", "event_time")
+    )
+    views.write.format("delta").mode("overwrite").save(str(tables / "silver"))
+    counts = (
+        spark.read.format("delta")
+        .load(str(tables / "silver"))
+        .groupBy(F.window("event_time", "10 seconds").alias("window"), "campaign_id")
+        .agg(F.count("*").alias("views"))
+        .select(F.col("window.start").alias("window_start"), "campaign_id", "views")
+    )
+    counts.write.format("delta").mode("overwrite").save(str(tables / "gold"))
+    return time.perf_counter() - began
+
+
 def run_backfill(spark: SparkSession, lake: Lake) -> float:
     from lakehouse.batch import backfill
     from lakehouse.slices import Slice
@@ -261,42 +295,68 @@ def percentile(values: list[float], q: float) -> float:
 
 
 # ---------------------------------------------------------------------- the run
-def bench(
-    spark: SparkSession, work: Path, events: int, files: int, probes: int, interval: str
-) -> dict[str, Any]:
+def regime(spark: SparkSession, work: Path, events: int, files: int) -> dict[str, Any]:
+    """One day of ``events`` in ``files`` files, run four ways on copies of the same landing zone:
+    the platform's streams and the hand-written ones (one file per micro-batch), the platform's
+    backfill and the hand-written batch jobs. Rows per second per core, ratios, gold's answer."""
     source = Lake(str(work / "source"))
     land_day(source, events, files)
+    lakes = {name: Lake(str(work / name)) for name in ("platform", "plain", "backfill", "plain-batch")}
+    for lake in lakes.values():
+        copy_landing(source, lake)
+    print(f"{events:,} events in {files} files: streams ...", flush=True)
+    plain_s = run_plain(spark, Path(lakes["plain"].root))
+    platform_s = run_platform(spark, lakes["platform"])
+    print(f"{events:,} events in {files} files: backfill and batch jobs ...", flush=True)
+    plain_batch_s = run_plain_batch(spark, Path(lakes["plain-batch"].root))
+    backfill_s = run_backfill(spark, lakes["backfill"])
+    rate = lambda seconds: round(events / seconds / CORES, 1)  # noqa: E731
+    return {
+        "events": events,
+        "files": files,
+        "platform_seconds": round(platform_s, 2),
+        "plain_spark_seconds": round(plain_s, 2),
+        "backfill_seconds": round(backfill_s, 2),
+        "plain_batch_seconds": round(plain_batch_s, 2),
+        "platform_rows_per_s_per_core": rate(platform_s),
+        "plain_spark_rows_per_s_per_core": rate(plain_s),
+        "ratio": round(plain_s / platform_s, 3),
+        "backfill_rows_per_s_per_core": rate(backfill_s),
+        "plain_batch_rows_per_s_per_core": rate(plain_batch_s),
+        "backfill_ratio": round(plain_batch_s / backfill_s, 3),
+        "backfill_speedup_vs_replay": round(platform_s / backfill_s, 2),
+        "gold_views": {
+            "platform": gold_views(spark, lakes["platform"].table("gold.campaign_windows")),
+            "plain_spark": gold_views(spark, str(Path(lakes["plain"].root) / "tables" / "gold")),
+            "backfill": gold_views(spark, lakes["backfill"].table("gold.campaign_windows")),
+            "plain_batch": gold_views(spark, str(Path(lakes["plain-batch"].root) / "batch-tables" / "gold")),
+        },
+    }
+
+
+def bench(
+    spark: SparkSession,
+    work: Path,
+    events: int,
+    files: int,
+    probes: int,
+    interval: str,
+    throughput_events: int = 0,
+    throughput_files: int = 16,
+) -> dict[str, Any]:
+    """Both regimes (many small batches; ``throughput_events`` in large files, if any) and the
+    freshness probes."""
     warm = Lake(str(work / "warm"))
     land_day(warm, max(1000, events // 100), 2, seed=2)
     run_platform(spark, warm)  # JIT and caches: the first Spark jobs of a JVM are slow
     run_plain(spark, Path(warm.root))
-
-    lakes = {name: Lake(str(work / name)) for name in ("platform", "plain", "backfill")}
-    for lake in lakes.values():
-        copy_landing(source, lake)
-    print(f"throughput: {events:,} events in {files} files ...", flush=True)
-    plain_s = run_plain(spark, Path(lakes["plain"].root))
-    platform_s = run_platform(spark, lakes["platform"])
-    print(f"backfill of the day ({events:,} events) ...", flush=True)
-    backfill_s = run_backfill(spark, lakes["backfill"])
+    results: dict[str, Any] = {"cores": CORES, **regime(spark, work / "small", events, files)}
+    if throughput_events:
+        results["throughput"] = regime(spark, work / "large", throughput_events, throughput_files)
     print(f"freshness: {probes} probes ...", flush=True)
     latencies = freshness(spark, Lake(str(work / "fresh")), probes, interval)
     plain_latencies = freshness(spark, Lake(str(work / "fresh-plain")), probes, interval, plain=True)
-
-    platform_views = gold_views(spark, lakes["platform"].table("gold.campaign_windows"))
-    results = {
-        "events": events,
-        "files": files,
-        "cores": CORES,
-        "platform_seconds": round(platform_s, 2),
-        "plain_spark_seconds": round(plain_s, 2),
-        "backfill_seconds": round(backfill_s, 2),
-        "platform_rows_per_s_per_core": round(events / platform_s / CORES, 1),
-        "plain_spark_rows_per_s_per_core": round(events / plain_s / CORES, 1),
-        "ratio": round(plain_s / platform_s, 3),
-        "backfill_rows_per_s_per_core": round(events / backfill_s / CORES, 1),
-        "replay_rows_per_s_per_core": round(events / platform_s / CORES, 1),
-        "backfill_speedup_vs_replay": round(platform_s / backfill_s, 2),
+    results.update({
         "freshness_interval": interval,
         "freshness_probes": len(latencies),
         "freshness_p50_s": round(statistics.median(latencies), 3),
@@ -305,15 +365,10 @@ def bench(
         "plain_freshness_p50_s": round(statistics.median(plain_latencies), 3),
         "plain_freshness_p95_s": round(percentile(plain_latencies, 0.95), 3),
         "plain_freshness_s": [round(x, 3) for x in plain_latencies],
-        "gold_views": {
-            "platform": platform_views,
-            "plain_spark": gold_views(spark, str(Path(lakes["plain"].root) / "tables" / "gold")),
-            "backfill": gold_views(spark, lakes["backfill"].table("gold.campaign_windows")),
-        },
         "load_average_1m": round(os.getloadavg()[0], 2),  # other work on the machine skews every figure
         "spark": spark.version,
         "measured_at": datetime.now(UTC).isoformat(timespec="seconds"),
-    }
+    })  # fmt: skip
     return results
 
 
@@ -323,13 +378,28 @@ def chart(results: dict[str, Any], path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
-    names = ["plain PySpark", "platform (stream)", "platform backfill"]
-    values = [results[k] for k in ("plain_spark_rows_per_s_per_core", "platform_rows_per_s_per_core",
-                                   "backfill_rows_per_s_per_core")]  # fmt: skip
-    left.bar(names, values, color=["#888", "#1f77b4", "#2ca02c"])
+    fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.5))
+    regimes = [("small files", results)] + (
+        [("large files", results["throughput"])] if "throughput" in results else []
+    )
+    kinds = [
+        ("plain_spark_rows_per_s_per_core", "plain stream", "#888"),
+        ("platform_rows_per_s_per_core", "platform stream", "#1f77b4"),
+        ("plain_batch_rows_per_s_per_core", "plain batch", "#bbb"),
+        ("backfill_rows_per_s_per_core", "platform backfill", "#2ca02c"),
+    ]
+    width = 0.8 / len(kinds)
+    for k, (key, label, color) in enumerate(kinds):
+        left.bar([r + k * width for r in range(len(regimes))], [figures[key] for _, figures in regimes],
+                 width, label=label, color=color)  # fmt: skip
+    ticks = [
+        f"{name}\n{f['events']:,} events\nstream {f['ratio']:.2f}, batch {f['backfill_ratio']:.2f}"
+        for name, f in regimes
+    ]
+    left.set_xticks([r + 0.4 - width / 2 for r in range(len(regimes))], ticks)
     left.set_ylabel("landing rows / s / core")
-    left.set_title(f"YSB, {results['events']:,} events, ratio {results['ratio']:.2f}")
+    left.set_title("YSB throughput (ratio platform / plain)")
+    left.legend(fontsize=8)
     bins = min(20, max(3, len(results["freshness_s"])))
     right.hist(results["plain_freshness_s"], bins=bins, color="#888", alpha=0.7, label="plain PySpark")
     right.hist(results["freshness_s"], bins=bins, color="#1f77b4", alpha=0.7, label="platform")
@@ -346,9 +416,12 @@ def chart(results: dict[str, Any], path: Path) -> None:
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--events", type=int, default=400_000)
+    parser.add_argument("--events", type=int, default=100_000)
     parser.add_argument("--files", type=int, default=24)
     parser.add_argument("--probes", type=int, default=20)
+    parser.add_argument("--throughput-events", type=int, default=2_000_000,
+                        help="Events of the large-file regime (0: skip it).")  # fmt: skip
+    parser.add_argument("--throughput-files", type=int, default=16)
     parser.add_argument("--interval", default="0 seconds", help="Trigger interval of the freshness run.")
     parser.add_argument("--out", type=Path, default=RESULTS, help="Directory of latest.json and latest.png.")
     args = parser.parse_args(argv)
@@ -359,7 +432,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         settings = Settings(root=f"{tmp}/spark", spark_master=f"local[{CORES}]", shuffle_partitions=CORES,
                             spark_ui=False, spark_log_level="ERROR")  # fmt: skip
         spark = spark_session(settings, app_name="lakehouse-ysb")
-        results = bench(spark, Path(tmp), args.events, args.files, args.probes, args.interval)
+        results = bench(spark, Path(tmp), args.events, args.files, args.probes, args.interval,
+                        args.throughput_events, args.throughput_files)  # fmt: skip
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "latest.json").write_text(json.dumps(results, indent=2) + "\n")
     chart(results, args.out / "latest.png")
