@@ -5,9 +5,9 @@ Two kinds of commit, two retry rules:
 
 - **Stream commits** (:func:`append_once`, :func:`once`) are identified by the query id (stable
   across restarts from one checkpoint) and the batch id, so a batch replayed after a crash is
-  skipped instead of written twice: MERGEs carry Delta's ``txnAppId``/``txnVersion``; appends
-  record the pair in the commit's ``userMetadata`` and check it only when the batch can be a
-  replay (see :func:`append_once`). Re-running such a commit after a conflict is safe, so they
+  skipped instead of written twice: each commit records the pair in its ``userMetadata``, and
+  only a batch that can be a replay checks it, and is also written with Delta's
+  ``txnAppId``/``txnVersion`` (see :func:`append_once`). Re-running such a commit after a conflict is safe, so they
   retry by themselves.
 - **Slice replacements** (:func:`replace`) are one attempt: re-saving the same rows after a
   conflict could delete what a concurrent writer just committed. Their callers retry by
@@ -47,6 +47,7 @@ ACTION = "_action"  # a diff row's column: what to do with its match (see merge_
 CONFLICT_RETRIES = 8  # backoff 0.5 s, 1 s, ... : about 14 s of a busy concurrent writer
 _TXN_APP = "spark.databricks.delta.write.txnAppId"
 _TXN_VERSION = "spark.databricks.delta.write.txnVersion"
+_USER_METADATA = "spark.databricks.delta.commitInfo.userMetadata"
 STREAM_COMMIT = "lakehouse_stream"  # userMetadata key of a stream's append: the query id
 _COMMIT_FILE = re.compile(r"\d{20}\.")
 
@@ -146,9 +147,8 @@ def append_once(
     Later batches of the same run are new by construction and skip both checks: in Delta 4.4
     ``txnAppId`` rebuilds the table's whole state (three Spark jobs) at every commit.
     """
-    marker = json.dumps({STREAM_COMMIT: app_id, "batch": version})
     writer = df.write.format("delta").mode("append").option("mergeSchema", "true")
-    writer = writer.option("userMetadata", marker)
+    writer = writer.option("userMetadata", _marker(app_id, version))
     if replay_possible:
         if stream_committed(df.sparkSession, path, app_id, version):
             log.info("%s: already committed (a replayed batch), skipped", what)
@@ -174,6 +174,10 @@ def stream_committed(spark: SparkSession, path: str, app_id: str, version: int) 
     return False
 
 
+def _marker(app_id: str, version: int) -> str:
+    return json.dumps({STREAM_COMMIT: app_id, "batch": version})
+
+
 def _stream_marker(user_metadata: str | None) -> tuple[str, int] | None:
     if not user_metadata or STREAM_COMMIT not in user_metadata:
         return None
@@ -185,21 +189,38 @@ def _stream_marker(user_metadata: str | None) -> tuple[str, int] | None:
 
 
 @contextmanager
-def _transaction(spark: SparkSession, app_id: str, version: int) -> Iterator[None]:
-    """Every Delta commit of ``spark`` meanwhile carries the txn ids (MERGE takes no options).
-    ``spark`` is the query's own session, so the setting stays within this query."""
-    spark.conf.set(_TXN_APP, app_id)
-    spark.conf.set(_TXN_VERSION, str(version))
+def _transaction(spark: SparkSession, app_id: str, version: int, *, txn: bool) -> Iterator[None]:
+    """Every Delta commit of ``spark`` meanwhile carries the stream's marker, and (``txn``) Delta's
+    txn ids (MERGE takes no options). ``spark`` is the query's own session, so the settings stay
+    within this query."""
+    settings = {_USER_METADATA: _marker(app_id, version)}
+    if txn:
+        settings.update({_TXN_APP: app_id, _TXN_VERSION: str(version)})
+    for key, value in settings.items():
+        spark.conf.set(key, value)
     try:
         yield
     finally:
-        spark.conf.unset(_TXN_APP)
-        spark.conf.unset(_TXN_VERSION)
+        for key in settings:
+            spark.conf.unset(key)
 
 
-def once(spark: SparkSession, commit: Callable[[], None], *, app_id: str, version: int, what: str) -> None:
-    """Run ``commit`` (e.g. a MERGE) exactly once per (``app_id``, ``version``), retrying conflicts."""
-    with _transaction(spark, app_id, version):
+def once(
+    spark: SparkSession,
+    commit: Callable[[], None],
+    *,
+    path: str,
+    app_id: str,
+    version: int,
+    what: str,
+    replay_possible: bool = True,
+) -> None:
+    """Run ``commit`` (e.g. a MERGE into ``path``) exactly once per (``app_id``, ``version``),
+    retrying conflicts; the replay check as in :func:`append_once`."""
+    if replay_possible and stream_committed(spark, path, app_id, version):
+        log.info("%s: already committed (a replayed batch), skipped", what)
+        return
+    with _transaction(spark, app_id, version, txn=replay_possible):
         retry_on_conflict(commit, what)
 
 

@@ -151,7 +151,7 @@ class ChangeApplier:
         keys = changes.select(*self.mode.keys).distinct()
         delta.once(
             changes.sparkSession, lambda: self._recompute(keys, self._logged(keys)),
-            app_id=app_id, version=batch_id, what=what,
+            path=self.path, app_id=app_id, version=batch_id, what=what,
         )  # fmt: skip
 
     # ---------------------------------------------------------------- backfills

@@ -139,15 +139,12 @@ class TableWriter:
                 )  # fmt: skip
             elif self.changes is not None:
                 self.changes.apply_batch(rows, app_id=origin.run_id, batch_id=origin.batch_id)
-            elif self.table.recomputes:
-                delta.once(
-                    rows.sparkSession, lambda: self._refresh(rows, origin),
-                    app_id=origin.run_id, version=origin.batch_id, what=what,
-                )  # fmt: skip
             else:
+                refresh = self.table.recomputes
+                commit = (lambda: self._refresh(rows, origin)) if refresh else (lambda: self._merge(rows))
                 delta.once(
-                    rows.sparkSession, lambda: self._merge(rows),
-                    app_id=origin.run_id, version=origin.batch_id, what=what,
+                    rows.sparkSession, commit, path=self.path, app_id=origin.run_id, version=origin.batch_id,
+                    what=what, replay_possible=origin.first_of_run,
                 )  # fmt: skip
             seconds["write"] = time.perf_counter() - started
         finally:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from delta.tables import DeltaTable
 
-from lakehouse.delta import append_once, ensure_table, stream_committed
+from lakehouse.delta import append_once, ensure_table, merge, once, stream_committed
 
 
 def test_a_table_whose_creation_was_interrupted_is_created(spark, tmp_path: Path) -> None:
@@ -39,3 +39,23 @@ def test_a_replayed_append_is_skipped_whether_its_batch_was_first_of_its_run_or_
     versions = DeltaTable.forPath(spark, path).history().select("version", "userMetadata").collect()
     assert len(versions) == 5  # each batch one commit, the skipped replays none
     assert stream_committed(spark, path, "query-1", 3) and not stream_committed(spark, path, "query-1", 4)
+
+
+def test_a_replayed_merge_is_skipped_and_later_batches_carry_only_the_marker(spark, tmp_path: Path) -> None:
+    path = str(tmp_path / "gold" / "counts")
+    ensure_table(spark, path, spark.createDataFrame([], "k INT, v INT").schema, name="gold.counts")
+
+    def upsert(batch: int, *, first: bool) -> int:
+        rows = spark.createDataFrame([(batch % 2, batch)], "k INT, v INT")
+        commit = lambda: merge(rows, path, on="t.k = s.k", update=True)  # noqa: E731
+        once(spark, commit, path=path, app_id="query-1", version=batch, what="merge", replay_possible=first)
+        return DeltaTable.forPath(spark, path).history(1).collect()[0].version
+
+    assert upsert(0, first=True) == 1
+    assert upsert(1, first=False) == 2
+    assert upsert(1, first=True) == 2  # replayed after a restart: no commit
+    assert upsert(2, first=False) == 3
+    history = DeltaTable.forPath(spark, path).history().orderBy("version").collect()
+    assert [h.userMetadata is not None for h in history] == [False, True, True, True]
+    assert spark.conf.get("spark.databricks.delta.commitInfo.userMetadata", None) is None  # not left set
+    assert sorted(spark.read.format("delta").load(path).collect()) == [(0, 2), (1, 1)]
