@@ -249,7 +249,7 @@ def freshness(
     rng = random.Random(9)
     landing = Path(lake.landing("ysb", "ad_events"))
     landing.mkdir(parents=True, exist_ok=True)
-    atomic_write(Path(lake.reference("ysb", "campaigns.csv")), campaigns_csv(100, 10, probes))
+    atomic_write(Path(lake.reference("ysb", "campaigns.csv")), campaigns_csv(100, 10, probes + 1))
     runner = None
     if plain:
         flows, gold = plain_flows(spark, Path(lake.root))
@@ -261,7 +261,7 @@ def freshness(
     latencies = []
     try:
         for p in range(-1, probes):  # probe -1 warms the queries up, and is not counted
-            name = max(p, 0)
+            name = p if p >= 0 else probes  # the warm-up's campaign is its own: probe 0 must wait for gold
             written = time.perf_counter()
             atomic_write(
                 landing / f"probe-{p + 1:04d}.json",

@@ -113,7 +113,7 @@ class KafkaTopic:
     ``_kafka_topic``, ``_kafka_partition``, ``_kafka_offset``, ``_kafka_timestamp``) next to the
     parsed ``schema`` columns (parsed like :class:`JsonFiles` lines: a bad value stays in bronze
     with ``_parse_error``). Offsets live in the flow's checkpoint and every micro-batch is
-    committed once (txnAppId/txnVersion), so a crash never loses or duplicates a record.
+    committed once (``lakehouse.delta.append_once``), so a crash never loses or duplicates a record.
 
     - ``topics``: one or more topic names.
     - ``starting_offsets``: where a new checkpoint starts: ``earliest``, ``latest``, or Spark's
