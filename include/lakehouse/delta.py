@@ -7,8 +7,8 @@ Two kinds of commit, two retry rules:
   across restarts from one checkpoint) and the batch id, so a batch replayed after a crash is
   skipped instead of written twice: each commit records the pair in its ``userMetadata``, and
   only a batch that can be a replay checks it, and is also written with Delta's
-  ``txnAppId``/``txnVersion`` (see :func:`append_once`). Re-running such a commit after a conflict is safe, so they
-  retry by themselves.
+  ``txnAppId``/``txnVersion`` (see :func:`append_once`). Re-running such a commit after a
+  conflict is safe, so they retry by themselves.
 - **Slice replacements** (:func:`replace`) are one attempt: re-saving the same rows after a
   conflict could delete what a concurrent writer just committed. Their callers retry by
   recomputing the rows from fresh inputs (``retry_on_conflict`` around compute-and-commit).
@@ -150,11 +150,18 @@ def append_once(
     writer = df.write.format("delta").mode("append").option("mergeSchema", "true")
     writer = writer.option("userMetadata", _marker(app_id, version))
     if replay_possible:
-        if stream_committed(df.sparkSession, path, app_id, version):
-            log.info("%s: already committed (a replayed batch), skipped", what)
+        if _replayed(df.sparkSession, path, app_id, version, what):
             return
         writer = writer.option("txnAppId", app_id).option("txnVersion", version)
     retry_on_conflict(lambda: writer.save(path), what)
+
+
+def _replayed(spark: SparkSession, path: str, app_id: str, version: int, what: str) -> bool:
+    """The replay check of a batch that can be one: already committed (logged), or not."""
+    if stream_committed(spark, path, app_id, version):
+        log.info("%s: already committed (a replayed batch), skipped", what)
+        return True
+    return False
 
 
 def stream_committed(spark: SparkSession, path: str, app_id: str, version: int) -> bool:
@@ -217,8 +224,7 @@ def once(
 ) -> None:
     """Run ``commit`` (e.g. a MERGE into ``path``) exactly once per (``app_id``, ``version``),
     retrying conflicts; the replay check as in :func:`append_once`."""
-    if replay_possible and stream_committed(spark, path, app_id, version):
-        log.info("%s: already committed (a replayed batch), skipped", what)
+    if replay_possible and _replayed(spark, path, app_id, version, what):
         return
     with _transaction(spark, app_id, version, txn=replay_possible):
         retry_on_conflict(commit, what)
