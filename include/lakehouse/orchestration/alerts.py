@@ -2,10 +2,12 @@
 (``lakehouse.monitoring.alerts``, which the cockpit shows), and notify people through the
 Airflow connection ``LAKEHOUSE_ALERT_CONN_ID`` (default ``lakehouse_alerts``) when it exists.
 
-The monitor fails its ``check_<flow>`` task when a flow is stale, failing or out of restarts, and
-the quality DAG its ``verdict_<table>`` task when a table check fails, so both reach people here.
-A task that keeps failing (the monitor checks every 2 minutes) notifies once per
-:data:`REPEAT_AFTER`, not at every run; every failure is still recorded.
+The monitor fails its ``check_flows`` task when a flow is stale, failing or out of restarts (one
+line per such flow), and the quality DAG its ``verdict_<table>`` task when a table check fails, so
+both reach people here. A task that keeps failing for the same reason (the monitor checks every 2
+minutes) notifies once per :data:`REPEAT_AFTER`, not at every run: the same message but for its
+numbers ("no heartbeat for 16 min", then 18 min) is the same reason; another flow failing too is
+not. Every failure is still recorded.
 
 - ``smtp`` connection: Airflow's ``SmtpNotifier`` (host, port, login, password; extra ``to`` (a
   comma-separated list), ``from_email``, ``disable_tls``/``disable_ssl`` as the SMTP provider reads them).
@@ -17,6 +19,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import urllib.request
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
@@ -32,6 +35,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("lakehouse.alerts")
 
 REPEAT_AFTER = timedelta(hours=1)
+NUMBERS = re.compile(r"\d+")  # what may change while a task fails for the same reason
 
 
 def on_failure(context: Any) -> None:
@@ -40,7 +44,7 @@ def on_failure(context: Any) -> None:
     from lakehouse.monitoring.alerts import AlertLog  # deferred: DAG files parse without pyarrow
 
     ti = context["ti"]
-    message = str(context.get("exception") or "task failed")
+    message = str(context.get("exception") or "task failed")[:10_000]
     log.error("ALERT %s.%s (run %s) failed: %s", ti.dag_id, ti.task_id, ti.run_id, message)
     conf = settings()
     alerts = AlertLog(Lake.from_settings(conf))
@@ -52,6 +56,7 @@ def on_failure(context: Any) -> None:
             and recent.filter(
                 (recent["dag_id"] == ti.dag_id)
                 & (recent["task_id"] == ti.task_id)
+                & (recent["message"].str.replace_all(NUMBERS.pattern, "#") == NUMBERS.sub("#", message))
                 & (recent["raised_at"] >= times.now() - REPEAT_AFTER)
             ).height
         )
@@ -60,7 +65,7 @@ def on_failure(context: Any) -> None:
             task_id=ti.task_id,
             run_id=ti.run_id,
             try_number=ti.try_number,
-            message=message[:10_000],
+            message=message,
         )
     except Exception:  # the alert is in the task log either way
         log.exception("could not record the alert in ops.alerts")

@@ -70,7 +70,7 @@ def seed(tmp_path: Path, iot: Pipeline, now: datetime) -> Settings:
     )
     AlertLog(Lake.from_settings(conf)).append(
         dag_id="iot_stream_monitor",
-        task_id="check_silver__device_events",
+        task_id="check_flows",
         run_id="m1",
         try_number=1,
         message="DEAD",

@@ -91,17 +91,24 @@ def test_a_failed_check_is_mailed_once_per_hour_and_always_recorded(
                   "disable_tls": True, "disable_ssl": True},
     }  # fmt: skip
     monkeypatch.setenv("AIRFLOW_CONN_LAKEHOUSE_ALERTS", json.dumps(connection))
-    fail("check_silver__device_events", "silver.device_events: STALE - no heartbeat for 16 min")
-    fail("check_silver__device_events", "silver.device_events: STALE - no heartbeat for 18 min", run_id="r2")
-    [(recipients, mail)] = inbox.mails  # the second failure of the same task within the hour: no mail
+    stale = "silver.device_events: STALE - no heartbeat for 16 min"
+    fail("check_flows", stale)
+    fail("check_flows", stale.replace("16", "18"), run_id="r2")
+    [(recipients, mail)] = inbox.mails  # the same reason again within the hour: no mail
     assert recipients == ["oncall@example.com", "data@example.com"]
-    assert mail["Subject"] == "[lakehouse] iot_stream_monitor.check_silver__device_events failed"
+    assert mail["Subject"] == "[lakehouse] iot_stream_monitor.check_flows failed"
     body = mail.get_payload()[0].get_payload(decode=True).decode()
     assert "STALE - no heartbeat for 16 min" in body and "/dags/iot_stream_monitor/runs/scheduled__" in body
     assert sorted(AlertLog(lake).read()["run_id"].to_list()) == ["r2", "scheduled__2026-11-23T00:00:00+00:00"]
 
+    fail("check_flows", stale + "\ngold.device_status: DEAD - driver is down", run_id="r3")  # a new reason
+    assert (
+        len(inbox.mails) == 2
+        and "gold.device_status: DEAD" in inbox.mails[1][1].get_payload()[0].get_payload(decode=True).decode()
+    )
     fail("verdict_silver__device_events", "signal_in_range failed on 3 rows")  # another task: mailed
-    assert len(inbox.mails) == 2 and "verdict_silver__device_events" in inbox.mails[1][1]["Subject"]
+    assert len(inbox.mails) == 3 and "verdict_silver__device_events" in inbox.mails[2][1]["Subject"]
+    assert AlertLog(lake).read().height == 4  # every failure recorded
 
 
 def test_a_failed_check_is_posted_to_a_webhook(
@@ -111,15 +118,15 @@ def test_a_failed_check_is_posted_to_a_webhook(
     monkeypatch.setenv(
         "AIRFLOW_CONN_LAKEHOUSE_ALERTS", json.dumps({"conn_type": "http", "extra": {"url": url}})
     )
-    fail("check_gold__device_status", "gold.device_status: EXHAUSTED - 3 restarts in the last hour")
+    fail("check_flows", "gold.device_status: EXHAUSTED - 3 restarts in the last hour")
     [post] = received
-    assert post["task_id"] == "check_gold__device_status" and "EXHAUSTED" in post["message"]
-    assert post["text"].startswith("[lakehouse] iot_stream_monitor.check_gold__device_status failed: gold.")
+    assert post["task_id"] == "check_flows" and "EXHAUSTED" in post["message"]
+    assert post["text"].startswith("[lakehouse] iot_stream_monitor.check_flows failed: gold.")
 
 
 def test_without_a_connection_the_alert_is_recorded_and_nothing_fails(
     lake: Lake, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.delenv("AIRFLOW_CONN_LAKEHOUSE_ALERTS", raising=False)
-    fail("check_bronze__device_events", "DEAD")
+    fail("check_flows", "DEAD")
     assert AlertLog(lake).read()["message"].to_list() == ["DEAD"]

@@ -14,7 +14,7 @@ from airflow.sdk.exceptions import AirflowFailException
 
 from lakehouse.config import Settings, settings
 from lakehouse.lake import Lake
-from lakehouse.orchestration.dags.kit import doc, flows_param, pipeline_dag, table_asset, tables_doc, task_id
+from lakehouse.orchestration.dags.kit import doc, flows_param, pipeline_dag, table_asset, tables_doc
 from lakehouse.orchestration.submit import SPARK_CONN_ID, ensure_connection
 from lakehouse.spec import Pipeline, parse_duration
 
@@ -78,44 +78,47 @@ def monitor_dags(pipeline: Pipeline, conf: Settings) -> list[DAG]:
         },
     ) as dag:  # fmt: skip
 
-        @task(task_id="restart_dead_flows")
-        def restart_dead_flows() -> dict[str, str]:
-            from lakehouse.orchestration import operations  # deferred: polars (DAG files parse without it)
-
-            if not get_current_context()["params"]["restart"]:
-                log.info("params.restart is false: not restarting anything")
-                return {}
-            run_conf = settings()
-            ensure_connection(SPARK_CONN_ID, default_master=None)
-            launcher = operations.spark_submit_launcher(run_conf, pipeline)
-            restarted = operations.restart_dead(run_conf, pipeline, launcher)
-            for flow, message in restarted.items():
-                log.warning("%s: %s", flow, message)
-            log.info("restarted %d flow(s)", len(restarted))
-            return restarted
-
-        @task(outlets=[alias], trigger_rule="all_done")
-        def check(flow: str) -> str:
+        @task(task_id="check_flows", outlets=[alias])
+        def check_flows() -> dict[str, dict[str, str]]:
+            """Restart dead flows, then check every flow: one task, so a run costs one task
+            process however many flows the pipeline has (seconds on a busy 2-core machine)."""
             from lakehouse.monitoring.status import (
                 table_stats,  # deferred: delta-rs (DAG files parse without it)
             )
             from lakehouse.orchestration import operations  # deferred: polars (as above)
 
+            context = get_current_context()
             run_conf = settings()
-            [health] = operations.health(run_conf, pipeline, [flow])
-            text = operations.report(health)
-            log.log(logging.ERROR if health.failed else logging.INFO, "%s", text)
-            version = table_stats(Lake.from_settings(run_conf), flow).version
-            if operations.table_advanced(run_conf, pipeline, flow, version):
-                events = get_current_context()["outlet_events"]
-                events[alias].add(table_asset(run_conf, flow), extra={"version": version})
-            if health.failed:
-                raise AirflowFailException(text)
-            return health.state
+            restarted: dict[str, str] = {}
+            problems: list[str] = []  # what fails the run, after every flow was checked
+            if not context["params"]["restart"]:
+                log.info("params.restart is false: not restarting anything")
+            else:
+                ensure_connection(SPARK_CONN_ID, default_master=None)
+                launcher = operations.spark_submit_launcher(run_conf, pipeline)
+                try:
+                    restarted = operations.restart_dead(run_conf, pipeline, launcher)
+                except operations.OperationFailed as exc:  # still check (and report) every flow
+                    log.exception("restarting dead flows failed")
+                    problems.append(f"restart failed: {exc}")
+                for flow, message in restarted.items():
+                    log.warning("%s: %s", flow, message)
+                log.info("restarted %d flow(s)", len(restarted))
+            lake = Lake.from_settings(run_conf)
+            states = operations.health(run_conf, pipeline)
+            for health in states:
+                log.log(logging.ERROR if health.failed else logging.INFO, "%s", operations.report(health))
+                version = table_stats(lake, health.flow).version
+                if operations.table_advanced(run_conf, pipeline, health.flow, version):
+                    context["outlet_events"][alias].add(
+                        table_asset(run_conf, health.flow), extra={"version": version}
+                    )
+            problems += [operations.report(h).splitlines()[0] for h in states if h.failed]
+            if problems:
+                raise AirflowFailException("\n".join(problems))
+            return {"restarted": restarted, "health": {h.flow: h.state for h in states}}
 
-        restart = restart_dead_flows()
-        for table in pipeline.ordered():
-            restart >> check.override(task_id=f"check_{task_id(table.name)}")(table.name)
+        check_flows()
     return [dag]
 
 

@@ -26,7 +26,6 @@ from lakehouse.spec import Pipeline
 from pipelines.iot.generator import generate
 
 FLOWS = registry.get("pipelines", "iot").table_names  # the scores wait in quarantine: no model yet
-CHECKS = [f"check_{flow.replace('.', '__')}" for flow in FLOWS]
 START = datetime(2026, 2, 1, 8, tzinfo=UTC)
 
 
@@ -79,10 +78,11 @@ def test_deploy_monitor_kill_restart_stop(topology, topology_run, iot: Pipeline,
 
     def monitor_restarts_all(killed: str) -> None:
         run = airflow_run("iot_stream_monitor")
-        restarted = run.value("restart_dead_flows")
+        checked = run.value("check_flows")
+        restarted = checked["restarted"]
         assert set(restarted) == set(FLOWS), f"after killing the {killed}: {restarted}"
         assert all("restarted from its checkpoint, running: driver pid" in m for m in restarted.values())
-        assert [run.value(check) for check in CHECKS] == ["healthy"] * len(FLOWS)
+        assert checked["health"] == dict.fromkeys(FLOWS, "healthy")
 
     def driver() -> tuple[int, int]:
         leases = [control.running(flow) for flow in FLOWS]
@@ -110,8 +110,7 @@ def test_deploy_monitor_kill_restart_stop(topology, topology_run, iot: Pipeline,
     phase("first wave in gold")
     run = airflow_run("iot_stream_monitor")
     phase("monitor: healthy")
-    assert run.value("restart_dead_flows") == {}
-    assert [run.value(check) for check in CHECKS] == ["healthy"] * len(FLOWS)
+    assert run.value("check_flows") == {"restarted": {}, "health": dict.fromkeys(FLOWS, "healthy")}
     assert "batch " in run.output and "watermark" in run.output, "figures in the task log"
 
     # SIGKILL of the Python driver: its JVM exits too, the monitor restarts the flows
@@ -163,14 +162,13 @@ def test_the_monitor_fails_and_alerts_when_a_flow_is_out_of_restarts(
 
     run = airflow_run("iot_stream_monitor")
 
-    assert run.state == "failed"
-    assert run.value("restart_dead_flows") == {}, "an exhausted flow is not restarted again"
-    assert run.task("check_gold__device_status")["state"] == "failed"
-    for flow in ("bronze__device_events", "silver__device_events", "gold__device_type_stats"):
-        assert run.value(f"check_{flow}") == "stopped"
+    assert run.state == "failed" and run.task("check_flows")["state"] == "failed"
+    assert "restarted 0 flow(s)" in run.output, "an exhausted flow is not restarted again"
+    for flow in ("bronze.device_events", "silver.device_events", "gold.device_type_stats"):
+        assert f"{flow}: STOPPED" in run.output  # every flow is still checked and reported
     assert "gold.device_status: EXHAUSTED - driver is down and the restart budget is used" in run.output
     alerts = read_table(Lake(root).table("ops.alerts")).to_dicts()
-    assert [(a["dag_id"], a["task_id"]) for a in alerts] == [
-        ("iot_stream_monitor", "check_gold__device_status")
-    ]
-    assert "restart budget is used (3 restarts in the last hour, budget 3)" in alerts[0]["message"]
+    assert [(a["dag_id"], a["task_id"]) for a in alerts] == [("iot_stream_monitor", "check_flows")]
+    [reason] = alerts[0]["message"].splitlines()  # the one failing flow
+    assert reason.startswith("gold.device_status: EXHAUSTED")
+    assert "restart budget is used (3 restarts in the last hour, budget 3)" in reason
