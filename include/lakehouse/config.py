@@ -8,6 +8,7 @@ a cluster or object storage is a matter of setting a few of these.
 from __future__ import annotations
 
 import json
+from datetime import datetime  # noqa: TC003 (pydantic reads the annotations at runtime)
 from functools import lru_cache
 from pathlib import Path
 from typing import Literal
@@ -125,6 +126,13 @@ class Settings(BaseSettings):
         "small machine is not swamped when many schedules fall due together. Unset: Airflow's "
         "default_pool. `make up` and `make stack-up` use `lakehouse_drivers`, one slot per two cores.",
     )
+    schedules_start: datetime | None = Field(
+        default=None,
+        description="No scheduled batch run (incremental, backfill, maintenance) falls due before "
+        "this instant: `make up` sets it to the platform's first start, so a new platform does not "
+        "start a Spark driver per DAG at once for time before it existed. Unset: each DAG's "
+        "schedule starts at its pipeline's `start_date`.",
+    )
     stale_checks_before_kill: int = Field(
         default=3,
         ge=1,
@@ -231,6 +239,8 @@ class Settings(BaseSettings):
             env["LAKEHOUSE_CONTROL_DIR"] = self.control_dir
         if self.driver_pool:
             env["LAKEHOUSE_DRIVER_POOL"] = self.driver_pool
+        if self.schedules_start:
+            env["LAKEHOUSE_SCHEDULES_START"] = self.schedules_start.isoformat()
         if self.kafka_bootstrap_servers:
             env["LAKEHOUSE_KAFKA_BOOTSTRAP_SERVERS"] = self.kafka_bootstrap_servers
         env["LAKEHOUSE_INGEST"] = self.ingest

@@ -21,6 +21,7 @@ import time
 import urllib.error
 import urllib.request
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -139,11 +140,21 @@ class Platform:
             path.write_text(json.dumps({"worker_logs": free_port(), "trigger_logs": free_port()}))
         return json.loads(path.read_text())
 
+    def first_started(self) -> str:
+        """When this platform first started (kept across restarts): its scheduled batch DAGs have
+        no run due before it (``LAKEHOUSE_SCHEDULES_START``)."""
+        path = self.dir / "first-started"
+        if not path.exists():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(datetime.now(UTC).isoformat(timespec="seconds"))
+        return path.read_text().strip()
+
     def env(self) -> dict[str, str]:
         """Environment of every platform process (Airflow's whole configuration lives here)."""
         port, ports = self.conf.airflow_port, self.ports()
         env = {
             "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "False",
+            "LAKEHOUSE_SCHEDULES_START": self.first_started(),  # unless set: no catch-up at first start
             "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps({"conn_type": "spark", "host": "local[*]"}),
             **os.environ,
             **self.conf.to_env(),

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import jinja2
 from airflow.sdk import DAG, Asset, Param
+from croniter import croniter
 
 from lakehouse.lake import Lake
 from lakehouse.orchestration.alerts import on_failure
@@ -58,6 +59,18 @@ def default_args(owner: str, **overrides: Any) -> dict[str, Any]:
 
 def start_date(pipeline: Pipeline) -> datetime:
     return datetime.fromisoformat(pipeline.start_date).replace(tzinfo=UTC)
+
+
+def scheduled_start(start: datetime, conf: Settings, data_intervals: str | None = None) -> datetime:
+    """Start date of a scheduled batch DAG: ``start``, or the platform's first start when later
+    (``LAKEHOUSE_SCHEDULES_START``), so a new platform runs no Spark driver for time before it
+    existed. With cron ``data_intervals``, the start of the interval holding that instant: the
+    first scheduled run still covers the whole interval the platform started in."""
+    since = conf.schedules_start
+    if since is None or since <= start:
+        return start
+    since = since if since.tzinfo else since.replace(tzinfo=UTC)
+    return croniter(data_intervals, since).get_prev(datetime) if data_intervals else since
 
 
 def pipeline_dag(

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.sdk import DAG, Param, task
 
-from lakehouse.orchestration.dags.kit import default_args, doc, start_date
+from lakehouse.orchestration.dags.kit import default_args, doc, scheduled_start, start_date
 from lakehouse.orchestration.submit import driver_spec
 
 if TYPE_CHECKING:
@@ -28,6 +28,7 @@ DAG_ID = "lakehouse_maintenance"
 def maintenance_dags(pipelines: Sequence[Pipeline], conf: Settings) -> list[DAG]:
     names = ", ".join(f"`{p.name}`" for p in pipelines) or "none"
     owners = ",".join(sorted({p.owner for p in pipelines})) or "lakehouse"
+    starts = [start_date(p) for p in pipelines]
     with DAG(
         dag_id=DAG_ID,
         description="Daily OPTIMIZE, VACUUM (safe retention) and size report of every pipeline's tables",
@@ -36,7 +37,7 @@ def maintenance_dags(pipelines: Sequence[Pipeline], conf: Settings) -> list[DAG]
             ops_days=f"{conf.ops_retention_days:g}",
         ),
         schedule="@daily",
-        start_date=min((start_date(p) for p in pipelines), default=None),
+        start_date=scheduled_start(min(starts), conf) if starts else None,
         catchup=False,
         max_active_runs=1,
         tags=["lakehouse", "maintenance"],

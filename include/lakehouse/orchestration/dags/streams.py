@@ -78,7 +78,7 @@ def monitor_dags(pipeline: Pipeline, conf: Settings) -> list[DAG]:
         },
     ) as dag:  # fmt: skip
 
-        @task(task_id="check_flows", outlets=[alias])
+        @task(task_id="check_flows", outlets=[alias], multiple_outputs=False)
         def check_flows() -> dict[str, dict[str, str]]:
             """Restart dead flows, then check every flow: one task, so a run costs one task
             process however many flows the pipeline has (seconds on a busy 2-core machine)."""

@@ -11,6 +11,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+from airflow.serialization.encoders import coerce_to_core_timetable
+from airflow.timetables.base import DagRunInfo, TimeRestriction
 
 from lakehouse.config import Settings
 from lakehouse.orchestration import dags as factory
@@ -232,3 +234,24 @@ def test_the_train_dag_passes_its_params_to_lakehouse_train(dags: dict) -> None:
     assert models_cli._range(parsed["eval_start"], parsed["eval_end"], "eval").label == (  # noqa: SLF001
         "[2026-03-01T08:00:00+00:00, 2026-03-01T09:00:00+00:00)"
     )
+
+
+def first_run(dag) -> DagRunInfo:
+    """The run the scheduler creates first for ``dag`` once it is unpaused (no run yet)."""
+    restriction = TimeRestriction(earliest=dag.start_date, latest=None, catchup=dag.catchup)
+    timetable = coerce_to_core_timetable(dag.timetable)  # the scheduler's view of the DAG's schedule
+    return timetable.next_dagrun_info(last_automated_data_interval=None, restriction=restriction)
+
+
+def test_a_new_platform_starts_no_scheduled_driver_for_time_before_it(
+    dags: dict, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    now = datetime.now(UTC)
+    fresh = factory.build_all(Settings(root=str(tmp_path_factory.mktemp("lake")), schedules_start=now))
+    for dag_id in ("iot_incremental", "iot_backfill", "lakehouse_maintenance"):
+        assert first_run(dags[dag_id]).run_after <= now, dag_id  # as Airflow does: the latest slot at once
+        assert first_run(fresh[dag_id]).run_after > now, dag_id  # since the platform's start: the next slot
+    midnight = now.replace(hour=0, minute=0, second=0, microsecond=0)
+    assert first_run(fresh["iot_backfill"]).data_interval.start == midnight  # the whole first day
+    # the monitor still runs at once: it restarts the flows deployed before the platform stopped
+    assert first_run(fresh["iot_stream_monitor"]).run_after <= datetime.now(UTC)
