@@ -37,6 +37,7 @@ import time
 import urllib.error
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 RESULTS = REPO / "bench" / "results"
@@ -268,6 +269,20 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+def trigger_deploy(platform: Any, token: str) -> None:
+    """Trigger ``iot_stream_deploy``; again on a 500 (SQLite answers "database is locked" while
+    every DAG of a new platform starts)."""
+    for attempt in range(5):
+        try:
+            platform.api("POST", "/api/v2/dags/iot_stream_deploy/dagRuns", {"logical_date": None}, token)
+            return
+        except urllib.error.HTTPError as exc:
+            if exc.code < 500 or attempt == 4:
+                raise
+            print(f"  trigger answered {exc.code} ({exc.read()[:200]!r}): again in 5 s", flush=True)
+            time.sleep(5)
+
+
 def restart() -> None:
     from lakehouse.config import Settings
     from lakehouse.control import FlowControl
@@ -291,17 +306,7 @@ def restart() -> None:
             token = platform.token()
             for dag_id in ("iot_stream_deploy", "iot_stream_monitor", "iot_stream_stop"):
                 platform.api("PATCH", f"/api/v2/dags/{dag_id}", {"is_paused": False}, token)
-            for attempt in range(5):  # SQLite may answer "database is locked" (500) while all DAGs start
-                try:
-                    platform.api(
-                        "POST", "/api/v2/dags/iot_stream_deploy/dagRuns", {"logical_date": None}, token
-                    )
-                    break
-                except urllib.error.HTTPError as exc:
-                    if exc.code < 500 or attempt == 4:
-                        raise
-                    print(f"  trigger answered {exc.code} ({exc.read()[:200]!r}): again in 5 s", flush=True)
-                    time.sleep(5)
+            trigger_deploy(platform, token)
             lease = wait(lambda: control.running(FLOWS[-1]), 900)
             print(f"Death to restart, real scheduler (monitor every 2 minutes); load {load()}")
             for victim in ("Python driver", "JVM"):
@@ -357,17 +362,7 @@ def first_start(minutes: float) -> None:
             platform, control, lake = Platform(conf), FlowControl.of(conf, "iot"), Lake.from_settings(conf)
             token = platform.token()
             triggered_at = datetime.now(UTC)
-            for attempt in range(5):  # SQLite may answer "database is locked" (500) while all DAGs start
-                try:
-                    platform.api(
-                        "POST", "/api/v2/dags/iot_stream_deploy/dagRuns", {"logical_date": None}, token
-                    )
-                    break
-                except urllib.error.HTTPError as exc:
-                    if exc.code < 500 or attempt == 4:
-                        raise
-                    print(f"  trigger answered {exc.code} ({exc.read()[:200]!r}): again in 5 s", flush=True)
-                    time.sleep(5)
+            trigger_deploy(platform, token)
             triggered = time.monotonic()
             print(f"make up took {up_seconds:.0f} s; iot_stream_deploy triggered; sampling {minutes:g} min")
             loads: list[tuple[float, float]] = []
