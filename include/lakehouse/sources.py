@@ -217,38 +217,53 @@ def parse_json(
     lines: DataFrame, columns: tuple[Column, ...], carry: tuple[str, ...] = (SOURCE_FILE,)
 ) -> DataFrame:
     """``value`` (one JSON document per row) -> typed columns + bronze metadata columns, with
-    the ``carry`` columns (where the row came from) kept as they are."""
+    the ``carry`` columns (where the row came from) kept as they are.
+
+    One parse into the schema does the work; every type mismatch makes it flag the row
+    (``_corrupt``), so only flagged rows are parsed again, into a map, to say what is wrong.
+    Unknown keys to rescue are found from the document's keys (a parse that skips values)."""
     ddl = ", ".join(f"`{c.name}` {c.type}" for c in columns) + ", `_corrupt` STRING"
     parsed = F.from_json("value", ddl, {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": "_corrupt"})
-    as_map = F.from_json("value", "map<string,string>")
+    as_map = F.from_json("value", "map<string,string>")  # evaluated only where used: flagged rows, rescues
     names = F.array(*[F.lit(c.name) for c in columns])
-    df = lines.withColumn("_p", parsed).withColumn("_m", as_map)
+    df = lines.withColumn("_p", parsed).withColumn("_k", F.json_object_keys("value"))
 
-    def present(name: str) -> SparkColumn:  # sent with a value (from the one parse into a map)
-        return F.col("_m").getItem(name).isNotNull()
+    def present(name: str) -> SparkColumn:  # sent with a value (JSON null is not a value)
+        return as_map.getItem(name).isNotNull()
 
-    mismatched = F.concat_ws(
-        ", ", *[F.when(present(c.name) & F.col(f"_p.`{c.name}`").isNull(), F.lit(c.name)) for c in columns]
+    def listed(label: str, names_: list[SparkColumn]) -> SparkColumn:
+        text = F.concat_ws(", ", *names_)
+        return F.when(text != "", F.concat(F.lit(label), text))
+
+    def missing(flagged: bool) -> SparkColumn:
+        return listed(
+            "missing required field(s): ",
+            [
+                F.when(
+                    F.col(f"_p.`{c.name}`").isNull() & (~present(c.name) if flagged else F.lit(True)),
+                    F.lit(c.name),
+                )
+                for c in columns
+                if c.required
+            ],
+        )
+
+    mismatched = listed(
+        "wrong type for: ",
+        [F.when(present(c.name) & F.col(f"_p.`{c.name}`").isNull(), F.lit(c.name)) for c in columns],
     )
-    missing = F.concat_ws(
-        ", ",
-        *[
-            F.when(F.col(f"_p.`{c.name}`").isNull() & ~present(c.name), F.lit(c.name))
-            for c in columns
-            if c.required
-        ],
-    )
-    error = (
-        F.when(F.col("_m").isNull(), F.lit("not a JSON object"))
-        .when(mismatched != "", F.concat(F.lit("wrong type for: "), mismatched))
-        .when(missing != "", F.concat(F.lit("missing required field(s): "), missing))
-    )
-    extra = F.map_filter("_m", lambda k, _v: ~F.array_contains(names, k))
+    flagged = F.col("_p").isNull() | F.col("_p._corrupt").isNotNull()
+    error = F.when(
+        flagged,
+        F.when(as_map.isNull(), F.lit("not a JSON object")).otherwise(F.coalesce(mismatched, missing(True))),
+    ).otherwise(missing(False))
+    unknown = F.exists("_k", lambda k: ~F.array_contains(names, k))
+    extra = F.map_filter(as_map, lambda k, _v: ~F.array_contains(names, k))
     return df.select(
         *[F.col(f"_p.`{c.name}`").alias(c.name) for c in columns],
         F.when(error.isNotNull(), F.col("value")).alias(RAW_RECORD),
         error.alias(PARSE_ERROR),
-        F.when(F.size(extra) > 0, F.to_json(extra)).alias(RESCUED),
+        F.when(unknown, F.to_json(extra)).alias(RESCUED),
         *[F.col(name) for name in carry],
         F.current_timestamp().alias(INGESTED_AT),
     )
