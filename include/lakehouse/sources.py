@@ -228,6 +228,9 @@ def parse_json(
     names = F.array(*[F.lit(c.name) for c in columns])
     df = lines.withColumn("_p", parsed).withColumn("_k", F.json_object_keys("value"))
 
+    def typed(name: str) -> SparkColumn:  # the field as the schema parse read it
+        return F.col(f"_p.`{name}`")
+
     def present(name: str) -> SparkColumn:  # sent with a value (JSON null is not a value)
         return as_map.getItem(name).isNotNull()
 
@@ -236,21 +239,16 @@ def parse_json(
         return F.when(text != "", F.concat(F.lit(label), text))
 
     def missing(flagged: bool) -> SparkColumn:
+        """Required fields without a value (in an unflagged row, every null field was not sent
+        or sent as null: only a flagged row needs the map to tell a wrong type apart)."""
+        absent = [(c.name, typed(c.name).isNull()) for c in columns if c.required]
         return listed(
             "missing required field(s): ",
-            [
-                F.when(
-                    F.col(f"_p.`{c.name}`").isNull() & (~present(c.name) if flagged else F.lit(True)),
-                    F.lit(c.name),
-                )
-                for c in columns
-                if c.required
-            ],
+            [F.when(null & ~present(name) if flagged else null, F.lit(name)) for name, null in absent],
         )
 
     mismatched = listed(
-        "wrong type for: ",
-        [F.when(present(c.name) & F.col(f"_p.`{c.name}`").isNull(), F.lit(c.name)) for c in columns],
+        "wrong type for: ", [F.when(present(c.name) & typed(c.name).isNull(), F.lit(c.name)) for c in columns]
     )
     flagged = F.col("_p").isNull() | F.col("_p._corrupt").isNotNull()
     error = F.when(
@@ -260,7 +258,7 @@ def parse_json(
     unknown = F.exists("_k", lambda k: ~F.array_contains(names, k))
     extra = F.map_filter(as_map, lambda k, _v: ~F.array_contains(names, k))
     return df.select(
-        *[F.col(f"_p.`{c.name}`").alias(c.name) for c in columns],
+        *[typed(c.name).alias(c.name) for c in columns],
         F.when(error.isNotNull(), F.col("value")).alias(RAW_RECORD),
         error.alias(PARSE_ERROR),
         F.when(unknown, F.to_json(extra)).alias(RESCUED),

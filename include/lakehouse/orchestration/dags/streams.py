@@ -107,13 +107,15 @@ def monitor_dags(pipeline: Pipeline, conf: Settings) -> list[DAG]:
             lake = Lake.from_settings(run_conf)
             states = operations.health(run_conf, pipeline)
             for health in states:
-                log.log(logging.ERROR if health.failed else logging.INFO, "%s", operations.report(health))
+                text = operations.report(health)
+                log.log(logging.ERROR if health.failed else logging.INFO, "%s", text)
+                if health.failed:
+                    problems.append(text.splitlines()[0])  # "<flow>: <STATE> - <why>"
                 version = table_stats(lake, health.flow).version
                 if operations.table_advanced(run_conf, pipeline, health.flow, version):
                     context["outlet_events"][alias].add(
                         table_asset(run_conf, health.flow), extra={"version": version}
                     )
-            problems += [operations.report(h).splitlines()[0] for h in states if h.failed]
             if problems:
                 raise AirflowFailException("\n".join(problems))
             return {"restarted": restarted, "health": {h.flow: h.state for h in states}}
