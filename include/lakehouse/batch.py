@@ -145,12 +145,18 @@ def _write_slice(
     writer: TableWriter, gate: QualityGate | None, df: DataFrame, slice_: Slice, *, allow_shrink: bool
 ) -> None:
     """Check the slice does not shrink, judge its rows (when the table declares expectations),
-    then commit them."""
+    then commit them.
+
+    Rows are cached only for a gate (its counts, the quarantine and the table write read them):
+    without one the write computes them once, and the shrink guard's count, needed only when
+    the slice holds rows, reads just what counting needs (no parse, no transform output)."""
     origin = Origin("backfill", str(uuid.uuid4()), slice=slice_)
-    df.persist()  # read by the count, the checks, the quarantine and the table write
+    if gate is not None:
+        df.persist()
     try:
-        if not allow_shrink and writer.replaces(slice_):
-            new, held = writer.slice_rows(df, slice_).count(), writer.rows_in(df.sparkSession, slice_)
+        held = writer.rows_in(df.sparkSession, slice_) if not allow_shrink and writer.replaces(slice_) else 0
+        if held:
+            new = writer.slice_rows(df, slice_).count()
             if new < held:
                 raise ShrinkRefused(
                     f"{writer.table.name}: the backfill of {slice_.label} would replace {held:,} rows "
@@ -162,7 +168,8 @@ def _write_slice(
         verdict = gate.judge(df, origin) if gate is not None else Verdict(df, None)
         writer.write_slice(verdict.kept, verdict.rejected, origin)
     finally:
-        df.unpersist()
+        if gate is not None:
+            df.unpersist()
 
 
 @contextmanager
