@@ -255,7 +255,7 @@ def parse_json(
         flagged,
         F.when(as_map.isNull(), F.lit("not a JSON object")).otherwise(F.coalesce(mismatched, missing(True))),
     ).otherwise(missing(False))
-    unknown = F.exists("_k", lambda k: ~F.array_contains(names, k))
+    unknown = F.size(F.array_except("_k", names)) > 0  # no lambda: a compiled expression
     extra = F.map_filter(as_map, lambda k, _v: ~F.array_contains(names, k))
     return df.select(
         *[typed(c.name).alias(c.name) for c in columns],
