@@ -113,8 +113,8 @@ def recompute(
             writer: TableWriter = writer, gate: QualityGate | None = gate, cut: Cut = cut,
         ) -> None:  # fmt: skip
             with _computed(spark, lake, pipeline, table, table_slice, cut, model_version) as df:
-                writer.ensure(df)
-                _write_slice(writer, gate, df, table_slice, allow_shrink=allow_shrink)
+                created = writer.ensure(df)
+                _write_slice(writer, gate, df, table_slice, allow_shrink=allow_shrink, created=created)
 
         # A stream writing the same table concurrently makes the commit conflict: recompute
         # from the inputs as they are now (they hold what the stream wrote), then commit again.
@@ -142,8 +142,9 @@ def recompute(
 
 
 def _write_slice(
-    writer: TableWriter, gate: QualityGate | None, df: DataFrame, slice_: Slice, *, allow_shrink: bool
-) -> None:
+    writer: TableWriter, gate: QualityGate | None, df: DataFrame, slice_: Slice, *, allow_shrink: bool,
+    created: bool = False,
+) -> None:  # fmt: skip
     """Check the slice does not shrink, judge its rows (when the table declares expectations),
     then commit them.
 
@@ -154,7 +155,8 @@ def _write_slice(
     if gate is not None:
         df.persist()
     try:
-        held = writer.rows_in(df.sparkSession, slice_) if not allow_shrink and writer.replaces(slice_) else 0
+        guarded = not allow_shrink and writer.replaces(slice_)
+        held = writer.rows_in(df.sparkSession, slice_, created=created) if guarded else 0
         if held:
             new = writer.slice_rows(df, slice_).count()
             if new < held:

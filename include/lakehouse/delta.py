@@ -97,13 +97,14 @@ def ensure_table(
     comment: str = "",
     partition_by: Sequence[str] = (),
     properties: Mapping[str, str] | None = None,
-) -> None:
-    """Create the Delta table (schema, partitioning, table properties) if it does not exist yet.
+) -> bool:
+    """Create the Delta table (schema, partitioning, table properties) if it does not exist yet;
+    whether this call created it (so it holds no rows).
 
     Streams create their output before starting so that downstream streams can start too.
     """
     if exists(spark, path):
-        return
+        return False
     clear_uncommitted_log(spark, path)
     builder = DeltaTable.createIfNotExists(spark).location(path).addColumns(nullable(schema))
     if comment:
@@ -113,6 +114,7 @@ def ensure_table(
     for key, value in (properties or {}).items():
         builder = builder.property(key, value)
     retry_on_conflict(builder.execute, f"create {name}")
+    return True
 
 
 def clear_uncommitted_log(spark: SparkSession, path: str) -> None:

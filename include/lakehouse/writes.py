@@ -100,13 +100,13 @@ class TableWriter:
         self._quarantine_ready = False
         self.changes = ChangeApplier(lake, table) if table.applies_changes else None
 
-    def ensure(self, df: DataFrame) -> None:
+    def ensure(self, df: DataFrame) -> bool:
         """Create the table from the flow's schema if it does not exist yet (a change feed's
-        table and its change log from the flow's change rows)."""
+        table and its change log from the flow's change rows); whether it was created now."""
         if self.changes is not None:
             self.changes.ensure(df)
-            return
-        delta.ensure_table(
+            return False
+        return delta.ensure_table(
             df.sparkSession, self.path, df.schema, name=self.table.name,
             comment=self.table.description, partition_by=self.table.partition_by,
             properties=delta.CHANGE_DATA_FEED if self.table.recomputes else None,
@@ -191,13 +191,14 @@ class TableWriter:
         a change feed's slice is the changes in it, which replace those its log holds)."""
         return not (isinstance(self.table.write, Upsert) and not slice_.is_full)
 
-    def rows_in(self, spark: SparkSession, slice_: Slice) -> int:
-        """Rows the table (a change feed: its change log) and its quarantine hold in ``slice_``."""
+    def rows_in(self, spark: SparkSession, slice_: Slice, *, created: bool = False) -> int:
+        """Rows the table (a change feed: its change log) and its quarantine hold in ``slice_``
+        (a table ``created`` just now holds none: only its quarantine is counted)."""
         condition = self._condition(slice_) or "true"
         held = self.changes.log_path if self.changes is not None else self.path
         return sum(
             spark.read.format("delta").load(path).where(condition).count()
-            for path in (held, self.quarantine_path)
+            for path in ((self.quarantine_path,) if created else (held, self.quarantine_path))
             if delta.exists(spark, path)
         )
 
