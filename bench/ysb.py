@@ -343,13 +343,16 @@ def bench(
     interval: str,
     throughput_events: int = 0,
     throughput_files: int = 16,
+    warm_up: bool = True,
 ) -> dict[str, Any]:
     """Both regimes (many small batches; ``throughput_events`` in large files, if any) and the
-    freshness probes."""
-    warm = Lake(str(work / "warm"))
-    land_day(warm, max(1000, events // 100), 2, seed=2)
-    run_platform(spark, warm)  # JIT and caches: the first Spark jobs of a JVM are slow
-    run_plain(spark, Path(warm.root))
+    freshness probes; ``warm_up`` first runs both implementations once on a small day (JIT and
+    caches: the first Spark jobs of a JVM are slow)."""
+    if warm_up:
+        warm = Lake(str(work / "warm"))
+        land_day(warm, max(1000, events // 100), 2, seed=2)
+        run_platform(spark, warm)
+        run_plain(spark, Path(warm.root))
     results: dict[str, Any] = {"cores": CORES, **regime(spark, work / "small", events, files)}
     if throughput_events:
         results["throughput"] = regime(spark, work / "large", throughput_events, throughput_files)
