@@ -318,14 +318,27 @@ def compact(spark: SparkSession, path: str, *, what: str) -> int:
 
 def vacuum(spark: SparkSession, path: str, retention_hours: float) -> None:
     """VACUUM files no snapshot within ``retention_hours`` needs. The caller chose a safe
-    retention (``lakehouse.maintenance``); Delta's fixed 7-day check is lifted for this call."""
-    check = "spark.databricks.delta.retentionDurationCheck.enabled"
-    previous = spark.conf.get(check, "true")
-    spark.conf.set(check, "false")
+    retention (``lakehouse.maintenance``); Delta's fixed 7-day check is lifted for this call.
+
+    Delta lists the table's directories in ``parallelPartitionDiscovery.parallelism`` tasks,
+    10,000 by default whatever the table's size: 33-45 s for a table of 3 files on 2 cores. This
+    call lists in 4 tasks per core instead (about 3 s)."""
+    listing_tasks = 4 * spark.sparkContext.defaultParallelism
+    settings = {
+        "spark.databricks.delta.retentionDurationCheck.enabled": "false",
+        "spark.sql.sources.parallelPartitionDiscovery.parallelism": str(listing_tasks),
+    }
+    previous = {key: spark.conf.get(key, None) for key in settings}
+    for key, value in settings.items():
+        spark.conf.set(key, value)
     try:
         DeltaTable.forPath(spark, path).vacuum(retention_hours)
     finally:
-        spark.conf.set(check, previous or "true")
+        for key, value in previous.items():
+            if value is None:
+                spark.conf.unset(key)
+            else:
+                spark.conf.set(key, value)
 
 
 def rows_written(spark: SparkSession, path: str) -> int:
