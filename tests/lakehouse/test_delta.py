@@ -1,5 +1,5 @@
 """The Delta layer: table creation survives a driver killed mid-creation; a replayed stream append
-is skipped."""
+is skipped; VACUUM's own settings end with the call."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 
 from delta.tables import DeltaTable
 
-from lakehouse.delta import append_once, ensure_table, merge, once, stream_committed
+from lakehouse.delta import append_once, ensure_table, merge, once, stream_committed, vacuum
 
 
 def test_a_table_whose_creation_was_interrupted_is_created(spark, tmp_path: Path) -> None:
@@ -59,3 +59,19 @@ def test_a_replayed_merge_is_skipped_and_later_batches_carry_only_the_marker(spa
     assert [h.userMetadata is not None for h in history] == [False, True, True, True]
     assert spark.conf.get("spark.databricks.delta.commitInfo.userMetadata", None) is None  # not left set
     assert sorted(spark.read.format("delta").load(path).collect()) == [(0, 2), (1, 1)]
+
+
+def test_vacuum_removes_unneeded_files_and_leaves_the_session_settings_as_they_were(
+    spark, tmp_path: Path
+) -> None:
+    path = str(tmp_path / "t")
+    spark.range(3).coalesce(1).write.format("delta").save(path)
+    spark.range(5).coalesce(1).write.format("delta").mode("overwrite").save(path)  # the first is unneeded
+    listing = "spark.sql.sources.parallelPartitionDiscovery.parallelism"
+    check = "spark.databricks.delta.retentionDurationCheck.enabled"
+    before = {key: spark.conf.get(key) for key in (listing, check)}
+
+    vacuum(spark, path, 0)
+
+    assert len(list((tmp_path / "t").glob("*.parquet"))) == 1
+    assert {key: spark.conf.get(key) for key in (listing, check)} == before
