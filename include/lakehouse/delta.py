@@ -24,7 +24,7 @@ import json
 import logging
 import re
 import time
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from typing import TYPE_CHECKING, TypeVar
 
 from delta.tables import DeltaTable
@@ -198,20 +198,31 @@ def _stream_marker(user_metadata: str | None) -> tuple[str, int] | None:
 
 
 @contextmanager
-def _transaction(spark: SparkSession, app_id: str, version: int, *, txn: bool) -> Iterator[None]:
+def _session_settings(spark: SparkSession, settings: dict[str, str]) -> Iterator[None]:
+    """``settings`` in force in ``spark`` meanwhile; each key then back to what it was."""
+    previous = {key: spark.conf.get(key, None) for key in settings}
+    for key, value in settings.items():
+        spark.conf.set(key, value)
+    try:
+        yield
+    finally:
+        for key, value in previous.items():
+            if value is None:
+                spark.conf.unset(key)
+            else:
+                spark.conf.set(key, value)
+
+
+def _transaction(
+    spark: SparkSession, app_id: str, version: int, *, txn: bool
+) -> AbstractContextManager[None]:
     """Every Delta commit of ``spark`` meanwhile carries the stream's marker, and (``txn``) Delta's
     txn ids (MERGE takes no options). ``spark`` is the query's own session, so the settings stay
     within this query."""
     settings = {_USER_METADATA: _marker(app_id, version)}
     if txn:
         settings.update({_TXN_APP: app_id, _TXN_VERSION: str(version)})
-    for key, value in settings.items():
-        spark.conf.set(key, value)
-    try:
-        yield
-    finally:
-        for key in settings:
-            spark.conf.unset(key)
+    return _session_settings(spark, settings)
 
 
 def once(
@@ -328,17 +339,8 @@ def vacuum(spark: SparkSession, path: str, retention_hours: float) -> None:
         "spark.databricks.delta.retentionDurationCheck.enabled": "false",
         "spark.sql.sources.parallelPartitionDiscovery.parallelism": str(listing_tasks),
     }
-    previous = {key: spark.conf.get(key, None) for key in settings}
-    for key, value in settings.items():
-        spark.conf.set(key, value)
-    try:
+    with _session_settings(spark, settings):
         DeltaTable.forPath(spark, path).vacuum(retention_hours)
-    finally:
-        for key, value in previous.items():
-            if value is None:
-                spark.conf.unset(key)
-            else:
-                spark.conf.set(key, value)
 
 
 def rows_written(spark: SparkSession, path: str) -> int:
