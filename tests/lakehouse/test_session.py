@@ -7,7 +7,7 @@ import sys
 import pandas as pd
 
 from lakehouse.config import Settings
-from lakehouse.session import spark_conf
+from lakehouse.session import POLLING_DELAY, spark_conf
 
 
 def test_conf_pins_python_workers_to_this_interpreter_and_user_conf_wins() -> None:
@@ -29,3 +29,9 @@ def test_pandas_udfs_run_in_the_virtualenv(spark) -> None:
 
     rows = spark.range(1).select(interpreter("id").alias("python")).collect()
     assert rows[0].python == sys.executable
+
+
+def test_an_idle_stream_looks_for_input_four_times_a_second_not_a_hundred(spark) -> None:
+    """Spark's 10 ms polling made each idle flow with a 0-second trigger list its input 100 times
+    a second (a third to half a core per flow on 2 cores)."""
+    assert spark.conf.get("spark.sql.streaming.pollingDelay") == POLLING_DELAY == "250ms"
