@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from lakehouse.config import Settings
 
 ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
-POLLING_DELAY = "250ms"  # spark.sql.streaming.pollingDelay, see spark_conf
+POLLING_DELAY = "100ms"  # spark.sql.streaming.pollingDelay, see spark_conf
 
 
 class MissingJarsError(UsageError):
@@ -55,8 +55,9 @@ def spark_conf(settings: Settings) -> dict[str, str]:
         "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
         # How long an idle query waits before it looks for new input again. Spark's 10 ms makes
         # a query with a 0-second trigger list its landing directory or Delta log 100 times a
-        # second: 0.3 (Delta source) to 0.5 (1,000 landing files) of a core per idle flow here.
-        # At 250 ms: 0.03 and 0.1, for at most a quarter second more per hop.
+        # second: 0.29 (Delta source) to 0.67 (1,000 landing files) of a core per idle flow on
+        # 2 cores (bench/idle.py). At 100 ms: about 0.05 and 0.2, for at most 0.1 s more per
+        # hop (250 ms: 0.03 and 0.12, but up to 0.75 s more through three layers).
         "spark.sql.streaming.pollingDelay": POLLING_DELAY,
         "spark.ui.showConsoleProgress": "false",
         "spark.ui.enabled": str(settings.spark_ui).lower(),
