@@ -86,7 +86,7 @@ def main() -> None:
     for source in ("delta", "landing_1000_files"):
         for delay in (SPARK_DEFAULT, POLLING_DELAY):
             child = subprocess.run(
-                [sys.executable, __file__, "--seconds", str(args.seconds), "--case", source.split("_")[0], delay],
+                [sys.executable, __file__, "--seconds", str(args.seconds), "--case", source, delay],
                 capture_output=True, text=True, check=True,
             )  # fmt: skip
             cores = round(float(child.stdout.strip().splitlines()[-1]), 3)

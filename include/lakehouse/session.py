@@ -55,7 +55,7 @@ def spark_conf(settings: Settings) -> dict[str, str]:
         "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
         # How long an idle query waits before it looks for new input again. Spark's 10 ms makes
         # a query with a 0-second trigger list its landing directory or Delta log 100 times a
-        # second: 0.29 (Delta source) to 0.67 (1,000 landing files) of a core per idle flow on
+        # second: 0.25-0.31 (Delta source) and 0.51-0.67 (1,000 landing files) of a core per idle flow on
         # 2 cores (bench/idle.py). At 100 ms: about 0.05 and 0.2, for at most 0.1 s more per
         # hop (250 ms: 0.03 and 0.12, but up to 0.75 s more through three layers).
         "spark.sql.streaming.pollingDelay": POLLING_DELAY,

@@ -33,5 +33,5 @@ def test_pandas_udfs_run_in_the_virtualenv(spark) -> None:
 
 def test_an_idle_stream_looks_for_input_ten_times_a_second_not_a_hundred(spark) -> None:
     """Spark's 10 ms polling made each idle flow with a 0-second trigger list its input 100 times
-    a second (a third to half a core per flow on 2 cores)."""
+    a second (a quarter to two thirds of a core per flow on 2 cores)."""
     assert spark.conf.get("spark.sql.streaming.pollingDelay") == POLLING_DELAY == "100ms"
