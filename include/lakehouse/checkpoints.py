@@ -1,5 +1,6 @@
-"""What a flow's streaming checkpoint says it has done: the input it consumed (files, Kafka
-offsets, Delta versions) and how far its watermark has closed event time.
+"""What a flow's streaming checkpoint says it has done: the input it consumed (its sources'
+offsets: each source kind reads its own, see ``lakehouse.sources``) and how far its watermark
+has closed event time.
 
 Backfills read a flow's inputs *as its stream consumed them*, so that the stream, resuming,
 processes exactly the rest; maintenance keeps the files a lagging stream still has to read.
@@ -33,7 +34,8 @@ class Checkpoint:
     def _batches(self, log: str) -> list[int]:
         return sorted(int(name) for name in storage.names(self.spark, f"{self.path}/{log}") if name.isdigit())
 
-    def _documents(self, file: str) -> list[dict[str, Any]]:
+    def documents(self, file: str) -> list[dict[str, Any]]:
+        """The JSON documents of one of the checkpoint's log files (after its version header)."""
         text = storage.read_text(self.spark, file) or ""
         return [json.loads(line) for line in text.splitlines()[1:] if line.startswith("{")]
 
@@ -51,56 +53,19 @@ class Checkpoint:
         batch = self.last_committed()
         if batch is None:
             return []
-        return self._documents(f"{self.path}/offsets/{batch}")[1:]  # the first is the batch metadata
+        return self.documents(f"{self.path}/offsets/{batch}")[1:]  # the first is the batch metadata
 
     def watermark(self) -> datetime | None:
         """The event time the flow's watermark has passed: windows and timers before it are final."""
         batch = self.last_committed()
         if batch is None:
             return None
-        documents = self._documents(f"{self.path}/commits/{batch}")
+        documents = self.documents(f"{self.path}/commits/{batch}")
         millis = documents[0].get("nextBatchWatermarkMs") if documents else None
         return datetime.fromtimestamp(millis / 1000, tz=UTC) if millis else None
-
-    def consumed_files(self, source: int = 0) -> list[str]:
-        """Every file a file source of the flow has committed, as URIs (``file:///...``).
-
-        The source log holds one entry per file, batch by batch, compacted every few batches
-        into ``<n>.compact`` (which keeps all earlier entries).
-        """
-        directory = f"{self.path}/sources/{source}"
-        last = self.last_committed()
-        names = storage.names(self.spark, directory)
-        compacts = sorted(int(n.removesuffix(".compact")) for n in names if n.endswith(".compact"))
-        start = compacts[-1] if compacts else -1
-        files = [f"{directory}/{start}.compact"] if compacts else []
-        files += [f"{directory}/{n}" for n in sorted(int(n) for n in names if n.isdigit()) if n > start]
-        paths: list[str] = []
-        for file in files:
-            paths += [d["path"] for d in self._documents(file) if last is None or d.get("batchId", 0) <= last]
-        return paths
-
-    def batch_files(self, batch_id: int, source: int = 0) -> list[str]:
-        """The files a file source listed for micro-batch ``batch_id``."""
-        directory = f"{self.path}/sources/{source}"
-        plain = f"{directory}/{batch_id}"
-        compact = f"{directory}/{batch_id}.compact"
-        documents = self._documents(plain) or self._documents(compact)
-        return [d["path"] for d in documents if d.get("batchId") == batch_id]
 
     @staticmethod
     def next_version(offset: dict[str, Any]) -> int:
         """Of a Delta source offset: the first table version the flow has not read to its end."""
         version, index = int(offset["reservoirVersion"]), int(offset.get("index", -1))
         return version + 1 if index >= END_INDEX else version
-
-    def kafka_offsets(self) -> str | None:
-        """The Kafka offsets the flow has consumed, in Spark's JSON form (``endingOffsets``)."""
-        for offset in self.committed_offsets():
-            if (
-                offset
-                and all(isinstance(v, dict) for v in offset.values())
-                and "reservoirVersion" not in offset
-            ):
-                return json.dumps(offset)
-        return None

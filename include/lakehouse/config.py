@@ -150,10 +150,11 @@ class Settings(BaseSettings):
         description="State of the native production topology (`make stack-up`): data, logs, "
         "pids, ports.json and passwords of Kafka, Spark standalone, Postgres and Airflow.",
     )
-    ingest: Literal["files", "kafka"] = Field(
+    ingest: Literal["files", "kafka", "csv", "parquet", "delta"] = Field(
         default="files",
-        description="Where pipelines that offer both take their bronze events from: landing "
-        "files or Kafka topics (the IoT pipeline does; generators follow the same switch).",
+        description="Which of a bronze table's alternative sources to read, by kind: landing "
+        "files (JSON lines), kafka, csv, parquet or delta; a table without one of that kind reads "
+        "its first (the IoT pipeline offers files and kafka; generators follow the same switch).",
     )
 
     # -- serving (lakehouse sql / serve; see lakehouse.serving) ------------------------------

@@ -38,8 +38,8 @@ from lakehouse.control import FlowControl, LeaseHeld, LeaseKeeper, PauseTimeout
 from lakehouse.errors import OperationFailed
 from lakehouse.lake import Lake
 from lakehouse.slices import Slice
-from lakehouse.sources import Cut
-from lakehouse.spec import Aggregate, JsonFiles, KafkaTopic
+from lakehouse.sources import Cut, reader_for
+from lakehouse.spec import Aggregate
 from lakehouse.stream import StreamRunner
 from lakehouse.times import floor_to
 
@@ -135,11 +135,7 @@ def take_over(control: FlowControl, flows: list[str], ttl: float, timeout: float
 def consumed(table: Table, checkpoint: Checkpoint) -> Cut | None:
     """What a backfill of ``table`` reads of its source once its stream caught up: what the
     stream consumed (``None``: a table reading other tables reads them whole)."""
-    if isinstance(table.source, JsonFiles):  # (no commit: the stream found nothing yet)
-        return Cut(files=tuple(checkpoint.consumed_files()) if checkpoint.exists else ())
-    if isinstance(table.source, KafkaTopic):
-        return Cut(kafka_offsets=checkpoint.kafka_offsets() if checkpoint.exists else "")
-    return None
+    return reader_for(table.source).consumed(checkpoint) if table.source is not None else None
 
 
 def closed_parts(

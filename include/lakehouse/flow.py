@@ -13,19 +13,11 @@ from typing import TYPE_CHECKING
 from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
-from lakehouse import registry, storage
+from lakehouse import registry
 from lakehouse.changes import normalize
 from lakehouse.slices import ALL_TIME, Slice, input_slice
-from lakehouse.sources import (
-    EVERYTHING,
-    PARSE_ERROR,
-    Cut,
-    LandingAccounting,
-    landing_path,
-    read_lookup,
-    read_source,
-)
-from lakehouse.spec import JsonFiles, Pipeline, SpecError, Table, Upstream
+from lakehouse.sources import EVERYTHING, PARSE_ERROR, Bronze, Cut, read_lookup, reader_for
+from lakehouse.spec import Pipeline, SpecError, Table, Upstream
 
 if TYPE_CHECKING:
     from lakehouse.lake import Lake
@@ -39,14 +31,6 @@ def dedupe(df: DataFrame, keys: tuple[str, ...], *, streaming: bool) -> DataFram
     order = F.to_json(F.struct(*others)) if others else F.lit(0)
     ranked = df.withColumn("_dedupe_rank", F.row_number().over(Window.partitionBy(*keys).orderBy(order)))
     return ranked.where("_dedupe_rank = 1").drop("_dedupe_rank")
-
-
-def landed_files(spark: SparkSession, lake: Lake, pipeline: Pipeline, table: Table) -> list[str]:
-    """The files in ``table``'s landing directory now (Spark's file source ignores ``.``/``_`` names)."""
-    directory = landing_path(lake, pipeline, table)
-    return [
-        f"{directory}/{name}" for name in storage.names(spark, directory) if not name.startswith((".", "_"))
-    ]
 
 
 def read_upstream(
@@ -113,8 +97,8 @@ def build(
     backfill's bronze reads only the ``cut`` of its source that the stream consumed). For a table
     scored by a model: its upstream's rows, which the runners score batch by batch.
 
-    A stream of landing files leaves the per-file accounting to its micro-batches
-    (:class:`~lakehouse.sources.LandingAccounting`, in ``foreachBatch``); a batch does it here."""
+    A stream leaves its source's per-batch accounting (e.g. of landing files) to its micro-batches
+    (``SourceReader.micro_batches``, in ``foreachBatch``); a batch does it here."""
     if table.state is not None and not streaming:
         raise SpecError(
             f"{table.name!r} keeps per-key state with event-time timers (state=...), which a batch "
@@ -122,11 +106,10 @@ def build(
             "it with lakehouse.batch.backfill, which replays it as a bounded stream"
         )
     if table.source is not None:
-        df = read_source(spark, lake, pipeline, table, streaming=streaming, cut=cut)
-        if isinstance(table.source, JsonFiles) and not streaming:
-            paths = list(cut.files) if cut.files is not None else landed_files(spark, lake, pipeline, table)
-            accounting = LandingAccounting(table.source)
-            df = accounting.apply(df, accounting.list_files(spark, paths))
+        source, bronze = reader_for(table.source), Bronze(spark, lake, pipeline, table)
+        df = source.read(bronze, streaming=streaming, cut=cut)
+        if not streaming:
+            df = source.account(bronze, df, cut)
         if not streaming and not slice_.is_full:
             if not table.time_expression:
                 raise SpecError(f"{table.name!r} has no event_time; backfill it as a full refresh")

@@ -1,5 +1,6 @@
-"""The kit every pipeline generator uses: deliver records to the landing zone (files or Kafka)
-atomically, and draw realistic traffic (time ranges, ids, late and malformed lines, files).
+"""The kit every pipeline generator uses: deliver records to a table's source atomically (a
+landing file, Kafka records: the source's kind decides, see ``SourceReader.deliver``), and draw
+realistic traffic (time ranges, ids, late and malformed lines, files).
 
 Spark's file source ignores names starting with ``.``, so a file is written as a hidden
 temporary and renamed into place: a stream never reads half a file. For a table whose source
@@ -10,18 +11,14 @@ acknowledged them all (``acks=all``), so a generator runs unchanged against eith
 
 from __future__ import annotations
 
-import atexit
 import json
-import logging
-import os
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from kafka import KafkaProducer
-
-from lakehouse.spec import JsonFiles, KafkaTopic, Pipeline
+from lakehouse.sources import reader_for
+from lakehouse.sources.landing import atomic_write
 from lakehouse.times import iso_millis, now, utc
 
 if TYPE_CHECKING:
@@ -30,6 +27,7 @@ if TYPE_CHECKING:
     from datetime import datetime, timedelta
 
     from lakehouse.lake import Lake
+    from lakehouse.spec import Pipeline
 
 T = TypeVar("T")
 iso = iso_millis  # how generated events write their times
@@ -44,71 +42,24 @@ class Landing:
 
     def source_dir(self, table: str) -> Path:
         spec = self.pipeline.table(table)
-        if not isinstance(spec.source, JsonFiles):
+        folder = spec.source.landing_folder(spec.short_name) if spec.source is not None else None
+        if folder is None:
             raise ValueError(f"{table} has no file source to land files in")
         if not self.lake.root.startswith("/"):
             raise ValueError(f"generators write to a local lake, not {self.lake.root}")
-        return Path(self.lake.landing(self.pipeline.name, spec.source.path or spec.short_name))
+        return Path(self.lake.landing(self.pipeline.name, folder))
 
     def write_lines(self, table: str, name: str, lines: Iterable[str]) -> Path | str:
-        """Write one landing file of JSON lines for ``table``'s source, atomically; for a Kafka
-        source, produce the lines to its (first) topic and return ``kafka://<topic>``."""
-        source = self.pipeline.table(table).source
-        if isinstance(source, KafkaTopic):
-            return produce(source, list(lines))
-        return atomic_write(self.source_dir(table) / name, "".join(f"{line}\n" for line in lines))
+        """Deliver ``lines`` to ``table``'s source as input ``name``: one landing file, written
+        atomically; for a Kafka source, records produced to its (first) topic (``kafka://<topic>``)."""
+        spec = self.pipeline.table(table)
+        if spec.source is None:
+            raise ValueError(f"{table} has no source to deliver lines to")
+        return reader_for(spec.source).deliver(self.lake, self.pipeline, spec, name, lines)
 
     def write_reference(self, lookup: str, text: str) -> Path:
         path = Path(self.lake.reference(self.pipeline.name, self.pipeline.lookup(lookup).file))
         return atomic_write(path, text)
-
-
-def atomic_write(path: Path, text: str | bytes) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    data = text.encode() if isinstance(text, str) else text
-    with open(tmp, "wb") as handle:
-        handle.write(data)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(tmp, path)
-    return path
-
-
-_PRODUCERS: dict[str, Any] = {}
-
-
-def _producer(servers: str) -> Any:
-
-    logging.getLogger("kafka").setLevel(logging.WARNING)  # a line per connection otherwise
-    if servers not in _PRODUCERS:
-        producer = KafkaProducer(bootstrap_servers=servers.split(","), acks="all", linger_ms=5)
-        _PRODUCERS[servers] = producer
-        atexit.register(producer.close)
-    return _PRODUCERS[servers]
-
-
-def _key(line: str) -> bytes | None:
-    """The record key: the event's device (one device's events stay in order in one partition)."""
-    try:
-        value = json.loads(line)
-    except ValueError:
-        return None
-    device = value.get("device") if isinstance(value, dict) else None
-    return str(device).encode() if device is not None else None
-
-
-def produce(source: KafkaTopic, lines: list[str]) -> str:
-    """Produce ``lines`` to ``source``'s first topic; returns once the broker acknowledged all."""
-    if not source.bootstrap_servers:
-        raise ValueError("no Kafka broker configured: set LAKEHOUSE_KAFKA_BOOTSTRAP_SERVERS=host:9092")
-    producer = _producer(source.bootstrap_servers)
-    topic = source.topics[0]
-    futures = [producer.send(topic, key=_key(line), value=line.encode()) for line in lines]
-    producer.flush()
-    for future in futures:
-        future.get(timeout=60)  # raises if a record was not acknowledged
-    return f"kafka://{topic}"
 
 
 # --------------------------------------------------------------------------- drawing traffic

@@ -27,8 +27,7 @@ from lakehouse.models.store import ModelUnavailable
 from lakehouse.monitoring.listener import ProgressRecorder
 from lakehouse.monitoring.progress import BATCH_TIMINGS, ProgressLog, query_name
 from lakehouse.quality.gate import QualityGate, Verdict
-from lakehouse.sources import ACCOUNTING_COLUMNS, LandingAccounting
-from lakehouse.spec import JsonFiles
+from lakehouse.sources import Bronze, reader_for
 from lakehouse.writes import FAILED, Origin, TableWriter
 
 if TYPE_CHECKING:
@@ -212,8 +211,9 @@ class StreamRunner:
             sink = FlowSink(writer, gate, scoring.micro_batch(checkpoint), scored=scoring.model)
         else:
             df = build(self.spark, self.lake, self.pipeline, table, streaming=True)
-            writer.ensure(df.drop(*ACCOUNTING_COLUMNS))
-            accounting = self._landing_accounting(table)
+            source = reader_for(table.source) if table.source is not None else None
+            writer.ensure(df.drop(*source.working_columns) if source is not None else df)
+            accounting = self._source_accounting(table)
             sink = FlowSink(writer, gate, accounting, prepare_materializes=accounting is not None)
         stream = (
             df.writeStream.queryName(query_name(self.pipeline.name, table.name))
@@ -229,28 +229,30 @@ class StreamRunner:
         sink.bind(str(query.id))
         return query
 
-    def _landing_accounting(self, table: Table) -> Callable[[DataFrame, int], DataFrame] | None:
-        """For a flow reading landing files: each micro-batch's accounting of its files (lines
-        too long to read, files gone before they were read), see ``LandingAccounting``."""
-        if not isinstance(table.source, JsonFiles):
+    def _source_accounting(self, table: Table) -> Callable[[DataFrame, int], DataFrame] | None:
+        """Each micro-batch's accounting of its source's input, if its kind keeps one (landing
+        files: lines too long to read, files gone before they were read)."""
+        if table.source is None:
             return None
-        accounting = LandingAccounting(table.source)
         checkpoint = Checkpoint(self.spark, self.lake.checkpoint(self.pipeline.name, table.name))
+        bronze = Bronze(self.spark, self.lake, self.pipeline, table)
+        accounting = reader_for(table.source).micro_batches(bronze, checkpoint)
+        if accounting is None:
+            return None
 
         def prepare(batch: DataFrame, batch_id: int) -> DataFrame:
-            files = accounting.list_files(self.spark, checkpoint.batch_files(batch_id))
-            rows = accounting.apply(batch, files)
-            if accounting.vanished:
+            prepared = accounting(batch, batch_id)
+            if vanished := prepared.vanished:
                 log.warning(
-                    "%s batch %d: %d landing file(s) vanished before they were read: %s",
-                    table.name, batch_id, len(accounting.vanished), ", ".join(accounting.vanished[:5]),
+                    "%s batch %d: %d input file(s) vanished before they were read: %s",
+                    table.name, batch_id, len(vanished), ", ".join(vanished[:5]),
                 )  # fmt: skip
                 self.recorder.log.append([{
                     "pipeline": self.pipeline.name, "flow": table.name, "event": "vanished_files",
-                    "batch_id": batch_id, "num_input_rows": len(accounting.vanished),
-                    "exception": "\n".join(accounting.vanished),
+                    "batch_id": batch_id, "num_input_rows": len(vanished),
+                    "exception": "\n".join(vanished),
                 }])  # fmt: skip
-            return rows
+            return prepared.rows
 
         return prepare
 

@@ -65,7 +65,7 @@ def test_a_line_too_long_to_read_and_a_vanished_file_are_accounted_for(spark, tm
     parsed = parse_json(
         rows, source.columns, carry=("_source_file", "_arrival_time", "_file_size", "_line_bytes")
     )
-    accounting = LandingAccounting(source)
+    accounting = LandingAccounting(source.max_line_bytes)
     files = accounting.list_files(
         spark, [f"file://{landing}/{n}" for n in ("ok.json", "mixed.json", "only-huge.json")]
     )

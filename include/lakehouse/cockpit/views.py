@@ -217,11 +217,7 @@ def _graph(
             {"id": table.name, "kind": "table", "layer": table.layer, "state": states.get(table.name)}
         )
         if (source := table.source) is not None:  # the one this deployment reads
-            label = (
-                ", ".join(source.topics)
-                if source.kind == "kafka"
-                else f"landing/{pipeline.name}/{source.path or table.short_name}"
-            )
+            label = source.label(pipeline.name, table.short_name)
             node = f"{source.kind}:{table.name}"
             nodes.append({"id": node, "kind": source.kind, "layer": "source", "label": label})
             edges.append((node, table.name))

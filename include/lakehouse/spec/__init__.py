@@ -8,7 +8,8 @@ Everything is validated when the objects are built: a mistake is reported on loa
 wrong, where, and how to fix it, never halfway through a stream.
 
 =================  =====================================================================
-``sources``        ``JsonFiles``, ``KafkaTopic`` (bronze), ``Lookup`` (reference data)
+``sources``        ``JsonFiles``, ``CsvFiles``, ``ParquetFiles``, ``KafkaTopic``, ``DeltaTable``
+                   (bronze; ``Source``: a kind of your own), ``Lookup`` (reference data)
 ``modes``          ``Append``, ``Upsert``, ``Aggregate`` (+ ``Window``), ``Scd1``, ``Scd2``,
                    ``Recompute``: how a table is written
 ``table``          ``Table``, ``Upstream``, ``State``
@@ -34,7 +35,18 @@ from lakehouse.spec.modes import (
     WriteMode,
 )
 from lakehouse.spec.pipeline import Pipeline
-from lakehouse.spec.sources import Column, JsonFiles, KafkaTopic, Lookup, Source, ddl_columns, debezium_schema
+from lakehouse.spec.sources import (
+    Column,
+    CsvFiles,
+    DeltaTable,
+    JsonFiles,
+    KafkaTopic,
+    Lookup,
+    ParquetFiles,
+    Source,
+    ddl_columns,
+    debezium_schema,
+)
 from lakehouse.spec.table import LAYERS, State, Table, TransformRef, Upstream, changes_name, quarantine_name
 
 __all__ = [
@@ -43,11 +55,14 @@ __all__ = [
     "Append",
     "ChangeMode",
     "Column",
+    "CsvFiles",
+    "DeltaTable",
     "Expectation",
     "JsonFiles",
     "KafkaTopic",
     "Lookup",
     "Model",
+    "ParquetFiles",
     "Pipeline",
     "Recompute",
     "Scd1",

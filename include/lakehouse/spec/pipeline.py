@@ -8,7 +8,7 @@ from attrs import evolve, field, frozen
 
 from lakehouse.spec.durations import NAME, SpecError, parse_duration
 from lakehouse.spec.modes import Aggregate
-from lakehouse.spec.sources import KafkaTopic, Lookup, Source
+from lakehouse.spec.sources import Lookup, deployed
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -50,17 +50,14 @@ class Pipeline:
 
     def configured(self, ingest: str, kafka_servers: str | None = None) -> Pipeline:
         """This pipeline as one deployment runs it: each bronze table reads its ``ingest`` kind of
-        source (``files`` or ``kafka``) when it declares one, else its default, and Kafka sources
-        without their own brokers use ``kafka_servers``. Declarations stay deployment-free."""
+        source (its ``kind``: ``files``, ``kafka``, ...) when it declares one, else its default,
+        and Kafka sources without their own brokers use ``kafka_servers``. Declarations stay
+        deployment-free."""
 
         def choose(table: Table) -> Table:
             if not table.sources:
                 return table
-            chosen = next((s for s in table.sources if s.kind == ingest), table.sources[0])
-            if isinstance(chosen, KafkaTopic) and chosen.bootstrap_servers is None and kafka_servers:
-                chosen = evolve(chosen, bootstrap_servers=kafka_servers)
-            others: tuple[Source, ...] = tuple(s for s in table.sources if s.kind != chosen.kind)
-            return evolve(table, source=(chosen, *others))
+            return evolve(table, source=deployed(table.sources, ingest, kafka_servers))
 
         return evolve(self, tables=tuple(choose(t) for t in self.tables))
 

@@ -325,7 +325,7 @@ def test_the_kafka_feed_gives_the_same_tables_as_the_files(
     from kafka import KafkaAdminClient
     from kafka.admin import NewTopic
 
-    from lakehouse.generators import produce
+    from lakehouse.sources.kafka import produce
     from lakehouse.spec import KafkaTopic
 
     kafka = crm.configured("kafka", stack.kafka_servers)

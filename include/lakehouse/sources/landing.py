@@ -1,0 +1,231 @@
+"""What the kinds of landing files share: where they land, how a generator drops one, what a
+stream's checkpoint says it consumed, and the accounting of each batch of files.
+
+A line longer than the source's ``max_line_bytes`` is never loaded into memory (Hadoop's line
+reader skips it); :class:`LandingAccounting` notices the bytes of the file that no row holds and
+adds a row saying so, and counts the files that vanished before they could be read. Every row
+carries its ``_arrival_time`` (the file's modification time), so a line whose event time could
+not be read still belongs to a backfill slice.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, ClassVar
+
+from pyspark.sql import functions as F
+
+from lakehouse import storage
+from lakehouse.sources.protocol import EVERYTHING, Bronze, Cut, Prepared, SourceReader
+from lakehouse.spec.sources import ARRIVAL_TIME, INGESTED_AT, PARSE_ERROR, SOURCE_FILE, LandingFiles
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable
+
+    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.streaming import DataStreamReader
+
+    from lakehouse.checkpoints import Checkpoint
+    from lakehouse.lake import Lake
+    from lakehouse.spec import Pipeline, Table
+
+FILE_SIZE, LINE_BYTES = "_file_size", "_line_bytes"  # landing accounting, dropped before writing
+
+
+def landing_path(lake: Lake, pipeline: Pipeline, table: Table) -> str:
+    """The directory ``table``'s landing files arrive in."""
+    folder = table.source.landing_folder(table.short_name) if table.source is not None else None
+    if folder is None:
+        raise ValueError(f"{table.name} reads no landing files")
+    return lake.landing(pipeline.name, folder)
+
+
+def ensure_dir(path: str) -> None:
+    if "://" not in path:
+        Path(path).mkdir(parents=True, exist_ok=True)
+
+
+def landed_files(spark: SparkSession, lake: Lake, pipeline: Pipeline, table: Table) -> list[str]:
+    """The files in ``table``'s landing directory now (Spark's file source ignores ``.``/``_`` names)."""
+    directory = landing_path(lake, pipeline, table)
+    return [
+        f"{directory}/{name}" for name in storage.names(spark, directory) if not name.startswith((".", "_"))
+    ]
+
+
+def atomic_write(path: Path, text: str | bytes) -> Path:
+    """Write a file as a hidden temporary renamed into place: a stream never reads half a file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    data = text.encode() if isinstance(text, str) else text
+    with open(tmp, "wb") as handle:
+        handle.write(data)
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(tmp, path)
+    return path
+
+
+# --------------------------------------------------------------------------- the file source log
+
+
+def _log_files(checkpoint: Checkpoint, source: int) -> list[str]:
+    directory = f"{checkpoint.path}/sources/{source}"
+    names = storage.names(checkpoint.spark, directory)
+    compacts = sorted(int(n.removesuffix(".compact")) for n in names if n.endswith(".compact"))
+    start = compacts[-1] if compacts else -1
+    files = [f"{directory}/{start}.compact"] if compacts else []
+    return files + [f"{directory}/{n}" for n in sorted(int(n) for n in names if n.isdigit()) if n > start]
+
+
+def consumed_files(checkpoint: Checkpoint, source: int = 0) -> list[str]:
+    """Every file a file source of the flow has committed, as URIs (``file:///...``).
+
+    The source log holds one entry per file, batch by batch, compacted every few batches
+    into ``<n>.compact`` (which keeps all earlier entries).
+    """
+    last = checkpoint.last_committed()
+    paths: list[str] = []
+    for file in _log_files(checkpoint, source):
+        paths += [
+            d["path"] for d in checkpoint.documents(file) if last is None or d.get("batchId", 0) <= last
+        ]
+    return paths
+
+
+def batch_files(checkpoint: Checkpoint, batch_id: int, source: int = 0) -> list[str]:
+    """The files a file source listed for micro-batch ``batch_id``."""
+    directory = f"{checkpoint.path}/sources/{source}"
+    documents = checkpoint.documents(f"{directory}/{batch_id}") or checkpoint.documents(
+        f"{directory}/{batch_id}.compact"
+    )
+    return [d["path"] for d in documents if d.get("batchId") == batch_id]
+
+
+# --------------------------------------------------------------------------- accounting
+
+
+@dataclass(frozen=True)
+class LandedFile:
+    path: str
+    size: int | None  # None: the file is gone
+
+
+@dataclass
+class LandingAccounting:
+    """Per batch of landing files (a micro-batch, or a backfill's read): a row for each file with
+    bytes no row holds (a line over ``max_line_bytes`` was skipped), and the files that vanished
+    before they were read. Needs the whole batch (every line of a file), so streams run it in
+    ``foreachBatch`` and backfills on their read: the same rows either way. ``max_line_bytes``
+    ``None``: a kind read whole (Parquet), only vanished files are counted."""
+
+    max_line_bytes: int | None
+    vanished: list[str] = field(default_factory=list)
+
+    def apply(self, rows: DataFrame, files: list[LandedFile]) -> DataFrame:
+        """``rows`` of these ``files``, with a row for each file that lost a line; without the
+        accounting columns."""
+        self.vanished = [f.path for f in files if f.size is None]
+        out = rows.drop(FILE_SIZE, LINE_BYTES)
+        limit = self.max_line_bytes
+        if limit is None:
+            return out
+        read = {
+            r[SOURCE_FILE]: int(r["bytes"] or 0)
+            for r in rows.groupBy(SOURCE_FILE).agg(F.sum(LINE_BYTES).alias("bytes")).collect()
+        }
+        short = [(f.path, f.size - read.get(f.path, 0)) for f in files if f.size is not None]
+        short = [(path, missing) for path, missing in short if missing > limit]
+        if not short:
+            return out
+        spark = rows.sparkSession
+        lost = spark.createDataFrame(short, f"{SOURCE_FILE} STRING, missing BIGINT").select(
+            F.col(SOURCE_FILE),
+            F.concat(
+                F.lit(f"a line longer than {limit:,} bytes (max_line_bytes) was skipped; "),
+                F.format_number("missing", 0),
+                F.lit(" bytes of the file are in no row"),
+            ).alias(PARSE_ERROR),
+        )
+        times = rows.select(SOURCE_FILE, ARRIVAL_TIME).dropDuplicates([SOURCE_FILE])
+        lost = lost.join(times, SOURCE_FILE, "left").withColumn(INGESTED_AT, F.current_timestamp())
+        return out.unionByName(lost, allowMissingColumns=True)
+
+    def list_files(self, spark: SparkSession, paths: list[str]) -> list[LandedFile]:
+        """Sizes of ``paths`` now (``None`` for those that are gone)."""
+        return [LandedFile(path, storage.file_size(spark, path)) for path in paths]
+
+
+# --------------------------------------------------------------------------- the shared reader
+
+
+class LandingFilesReader(SourceReader):
+    """What every kind of landing files does alike; a kind says how to load and parse them
+    (:meth:`load`) and how long a line may be (:meth:`max_line_bytes`)."""
+
+    source: LandingFiles
+    working_columns: ClassVar[tuple[str, ...]] = (FILE_SIZE, LINE_BYTES)
+
+    def max_line_bytes(self) -> int | None:
+        return None
+
+    def load(self, reader: DataStreamReader, paths: str | list[str]) -> DataFrame:
+        """The parsed rows of ``paths`` read with ``reader`` (a stream or a batch reader)."""
+        raise NotImplementedError
+
+    def read(self, bronze: Bronze, *, streaming: bool, cut: Cut = EVERYTHING) -> DataFrame:
+        spark = bronze.spark
+        path = landing_path(bronze.lake, bronze.pipeline, bronze.table)
+        ensure_dir(path)
+        if streaming:
+            reader = spark.readStream.option("maxFilesPerTrigger", self.source.max_files_per_trigger)
+        else:
+            reader = spark.read
+        # a file gone before it is read is counted by LandingAccounting, not an error
+        reader = reader.option("ignoreMissingFiles", "true")
+        files = cut.consumed
+        if files is not None and not files:  # nothing consumed: an empty read
+            return self.load(reader, path).where(F.lit(False))
+        return self.load(reader, list(files) if files else path)
+
+    def consumed(self, checkpoint: Checkpoint) -> Cut:
+        # (no commit: the stream found nothing yet)
+        return Cut(tuple(consumed_files(checkpoint)) if checkpoint.exists else ())
+
+    def account(self, bronze: Bronze, rows: DataFrame, cut: Cut) -> DataFrame:
+        files = cut.consumed
+        paths = (
+            list(files)
+            if files is not None
+            else landed_files(bronze.spark, bronze.lake, bronze.pipeline, bronze.table)
+        )
+        accounting = LandingAccounting(self.max_line_bytes())
+        return accounting.apply(rows, accounting.list_files(bronze.spark, paths))
+
+    def micro_batches(self, bronze: Bronze, checkpoint: Checkpoint) -> Callable[[DataFrame, int], Prepared]:
+        accounting = LandingAccounting(self.max_line_bytes())
+
+        def prepare(batch: DataFrame, batch_id: int) -> Prepared:
+            files = accounting.list_files(bronze.spark, batch_files(checkpoint, batch_id))
+            rows = accounting.apply(batch, files)
+            return Prepared(rows, tuple(accounting.vanished))
+
+        return prepare
+
+    def deliver(self, lake: Lake, pipeline: Pipeline, table: Table, name: str, lines: Iterable[str]) -> Path:
+        """One landing file of ``lines``, written atomically."""
+        if not lake.root.startswith("/"):
+            raise ValueError(f"generators write to a local lake, not {lake.root}")
+        directory = Path(landing_path(lake, pipeline, table))
+        return atomic_write(directory / name, "".join(f"{line}\n" for line in lines))
+
+
+def file_metadata(frame: DataFrame) -> list:
+    """The columns every landing row carries: its file, the file's modification time and size."""
+    return [
+        F.col("_metadata.file_path").alias(SOURCE_FILE),
+        F.col("_metadata.file_modification_time").alias(ARRIVAL_TIME),
+        F.col("_metadata.file_size").alias(FILE_SIZE),
+    ]

@@ -1,0 +1,40 @@
+"""``CsvFiles``: CSV files dropped in the landing zone."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from attrs import frozen
+
+from lakehouse.spec.durations import SpecError
+from lakehouse.spec.sources.base import LandingFiles
+
+
+@frozen
+class CsvFiles(LandingFiles):
+    """Bronze source: CSV files dropped in ``<root>/landing/<pipeline>/<path>/``.
+
+    Columns are read by position in the order of ``schema`` (Spark DDL); with ``header`` the
+    first line of every file is skipped. A line with a value of the wrong type, without a value
+    for a ``NOT NULL`` column, or with more or fewer fields than the schema stays in bronze with
+    ``_parse_error`` (why) and ``_raw_record`` (the line as received), like a bad JSON line.
+    """
+
+    kind: ClassVar[str] = "csv"
+    reader: ClassVar[str] = "lakehouse.sources.csv_files:CsvFilesReader"
+    schema: str
+    path: str | None = None
+    header: bool = True
+    delimiter: str = ","
+    quote: str = '"'
+    escape: str = "\\"
+    null_value: str = ""
+    max_files_per_trigger: int = 100
+
+    def __attrs_post_init__(self) -> None:
+        self.check_files()
+        for name, value in (("delimiter", self.delimiter), ("quote", self.quote), ("escape", self.escape)):
+            if len(value) != 1:
+                raise SpecError(f"CsvFiles.{name} must be one character, not {value!r}")
+        if self.delimiter in (self.quote, "\n"):
+            raise SpecError(f"CsvFiles.delimiter {self.delimiter!r} cannot be the quote or a newline")

@@ -1,0 +1,33 @@
+"""``JsonFiles``: JSON-lines files dropped in the landing zone."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from attrs import frozen
+
+from lakehouse.spec.durations import SpecError
+from lakehouse.spec.sources.base import LandingFiles
+
+
+@frozen
+class JsonFiles(LandingFiles):
+    """Bronze source: JSON-lines files dropped in ``<root>/landing/<pipeline>/<path>/``.
+
+    ``schema`` is a Spark DDL string; ``NOT NULL`` fields are required, and a line missing one,
+    with a value of the wrong type, or that is not JSON, lands in bronze with a parse error.
+    A line longer than ``max_line_bytes`` is not read (a file holding one huge line must not
+    exhaust memory); bronze gets a row saying how many bytes of the file were skipped.
+    """
+
+    kind: ClassVar[str] = "files"
+    reader: ClassVar[str] = "lakehouse.sources.json_files:JsonFilesReader"
+    schema: str
+    path: str | None = None
+    max_files_per_trigger: int = 100
+    max_line_bytes: int = 16 * 1024 * 1024
+
+    def __attrs_post_init__(self) -> None:
+        self.check_files()
+        if not 0 < self.max_line_bytes < 2**31:
+            raise SpecError("JsonFiles.max_line_bytes must be between 1 byte and 2 GiB")
