@@ -1,14 +1,15 @@
 """Reading ``CsvFiles``: landing lines split into the schema's fields, never dropping a line.
 
-Each line is split with all fields as text (``from_csv``), one field more than the schema has
-(so a line with too many is seen), and with a null marker no line holds (so an empty field
-and a missing one differ); each field is then cast to its type (``try_cast``). A line with
-the wrong number of fields, a value that does not cast, or no value for a ``NOT NULL`` column
-keeps ``_raw_record`` (the line) and ``_parse_error`` (why), like a bad JSON line.
+Each line is split with all fields as text (``from_csv``), its fields counted outside quoted
+values, and each field cast to its type (``try_cast``). A line with the wrong number of fields,
+a value that does not cast, or no value for a ``NOT NULL`` column keeps ``_raw_record`` (the
+line) and ``_parse_error`` (why), like a bad JSON line. One line is one record: a quoted value
+may hold the delimiter, not a line break.
 """
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING
 
 from pyspark.sql import functions as F
@@ -27,10 +28,8 @@ from lakehouse.spec.sources import (
 )
 
 if TYPE_CHECKING:
-    from pyspark.sql import Column, DataFrame
+    from pyspark.sql import DataFrame
     from pyspark.sql.streaming import DataStreamReader
-
-ABSENT = "\u0000absent\u0000"  # the null marker of the split: no CSV field holds it
 
 
 class CsvFilesReader(LandingFilesReader):
@@ -43,12 +42,12 @@ class CsvFilesReader(LandingFilesReader):
         """``value`` (one CSV line per row) -> typed columns + bronze metadata columns."""
         source, columns = self.source, self.source.columns
         width = len(columns)
-        split = ", ".join(f"`_f{i}` STRING" for i in range(width + 1))
+        split = ", ".join(f"`_f{i}` STRING" for i in range(width))
         options = {
             "sep": source.delimiter,
             "quote": source.quote,
             "escape": source.escape,
-            "nullValue": ABSENT,
+            "nullValue": source.null_value,
         }
         df = lines.withColumn("_f", F.from_csv("value", split, options))
         if source.header:  # a line naming the schema's columns is a file's header
@@ -56,27 +55,23 @@ class CsvFilesReader(LandingFilesReader):
             for i, c in enumerate(columns):
                 header = header & (F.lower(F.trim(F.col(f"_f._f{i}"))) == c.name.lower())
             df = df.where(~F.coalesce(header, F.lit(False)))
-
-        def text(i: int) -> Column:  # the field as sent; null when empty (or the null value)
-            field = F.col(f"_f._f{i}")
-            return F.when(field != F.lit(source.null_value), field)
-
+        text = [F.col(f"_f._f{i}") for i in range(width)]  # as sent; null when empty
         typed = [
-            text(i).try_cast(c.type) if c.type.upper() != "STRING" else text(i) for i, c in enumerate(columns)
+            t.try_cast(c.type) if c.type.upper() != "STRING" else t
+            for c, t in zip(columns, text, strict=True)
         ]
-        fields = sum((F.col(f"_f._f{i}").isNotNull().cast("int") for i in range(width)), F.lit(0))
+        q, e = re.escape(source.quote), re.escape(source.escape)
+        unquoted = F.regexp_replace("value", f"{q}(?:[^{q}{e}]|{e}.|{q}{q})*{q}", "")
+        fields = F.size(F.split(unquoted, re.escape(source.delimiter), -1))
         error = F.coalesce(
             F.when(
-                F.col(f"_f._f{width}").isNotNull(), F.lit(f"more fields than the schema's {width} columns")
-            ),
-            F.when(
-                fields < width, F.concat(F.lit(f"{width} fields expected, found "), fields.cast("string"))
+                fields != width, F.concat(F.lit(f"{width} fields expected, found "), fields.cast("string"))
             ),
             listed(
                 "wrong type for: ",
                 [
-                    F.when(text(i).isNotNull() & t.isNull(), F.lit(c.name))
-                    for i, (c, t) in enumerate(zip(columns, typed, strict=True))
+                    F.when(raw.isNotNull() & t.isNull(), F.lit(c.name))
+                    for c, raw, t in zip(columns, text, typed, strict=True)
                 ],
             ),
             listed(
