@@ -1,5 +1,5 @@
 """Change feeds: each Debezium change event becomes one flat *change row*, the input of an
-``Scd1``/``Scd2`` table (``lakehouse.history`` applies them).
+``Scd1``/``Scd2`` table (``lakehouse.writes.history`` applies them).
 
 A change row holds the row image (``after``; ``before`` for a delete, whose ``after`` is null)
 without the table's ignored columns, and:
@@ -20,18 +20,18 @@ Pure and row-wise, so a stream and a backfill normalise the same events the same
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from pyspark.sql import functions as F
 
 from lakehouse.spec import SpecError
-from lakehouse.spec.modes import CHANGE_OPERATIONS, ChangeMode
-from lakehouse.spec.table import CHANGE_ID, CHANGE_OP, CHANGE_SEQUENCE, CHANGE_TIME, CHANGE_VERSION
+from lakehouse.spec.modes import CHANGE_OPERATIONS
+from lakehouse.spec.modes.scd import CHANGE_ID, CHANGE_OP, CHANGE_SEQUENCE, CHANGE_TIME, CHANGE_VERSION
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
 
-    from lakehouse.spec import Table
+    from lakehouse.spec import ChangeMode, Table
 
 CHANGE_COLUMNS = (CHANGE_OP, CHANGE_SEQUENCE, CHANGE_TIME, CHANGE_ID, CHANGE_VERSION)
 ENVELOPE = ("op", "before", "after")
@@ -49,8 +49,8 @@ def row_columns(df: DataFrame, mode: ChangeMode) -> list[str]:
 
 def normalize(df: DataFrame, table: Table) -> DataFrame:
     """Debezium change events (bronze rows) -> change rows (see the module doc)."""
-    mode = table.write
-    assert isinstance(mode, ChangeMode), f"{table.name} does not apply a change feed"
+    assert table.applies_changes, f"{table.name} does not apply a change feed"
+    mode = cast("ChangeMode", table.write)
     missing = [c for c in ENVELOPE if c not in df.columns]
     if missing:
         raise SpecError(

@@ -39,9 +39,7 @@ from lakehouse.errors import OperationFailed
 from lakehouse.lake import Lake
 from lakehouse.slices import Slice
 from lakehouse.sources import Cut, reader_for
-from lakehouse.spec import Aggregate
 from lakehouse.stream import StreamRunner
-from lakehouse.times import floor_to
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
@@ -188,15 +186,12 @@ def _earliest(a: datetime | None, b: datetime | None) -> datetime | None:
 def _closed_end(table: Table, checkpoint: Checkpoint) -> Any:
     """Where ``table``'s own stream has closed event time: ``_OPEN`` (it never changes rows it
     wrote), ``None`` (nothing closed yet) or the end of what is final."""
-    if not (isinstance(table.write, Aggregate) or table.state is not None) or not checkpoint.exists:
+    if not (table.write.closes_by_watermark or table.state is not None) or not checkpoint.exists:
         return _OPEN
     watermark = checkpoint.watermark()
     if watermark is None:
         return None
-    if isinstance(table.write, Aggregate):
-        window = table.write.window
-        return floor_to(watermark - window.size_delta, window.slide_delta) + window.slide_delta
-    return watermark
+    return table.write.closed_end(watermark)
 
 
 def _names(tables: Sequence[Table]) -> str:

@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING
 
 from attrs import field, frozen
 
-from lakehouse.spec import Aggregate, Table, Upstream, parse_duration
-from lakehouse.times import floor_to, utc
+from lakehouse.spec import Table, Upstream, parse_duration
+from lakehouse.times import utc
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -75,9 +75,7 @@ def input_slice(table: Table, slice_: Slice, upstream: Upstream | None = None) -
     reads its history (all of it unless bounded) and, past the end, its timer timeout plus the
     watermark delay, so that the replayed stream's watermark passes every timer of the slice.
     """
-    before, after = timedelta(0), timedelta(0)
-    if isinstance(table.write, Aggregate):
-        after += table.write.window.size_delta
+    before, after = timedelta(0), table.write.reads_after
     if upstream is not None:
         before += upstream.lookback_delta
         after += upstream.lookahead_delta
@@ -108,9 +106,8 @@ def affected_slice(table: Table, changed: Slice, upstream: Upstream | None = Non
             changed.start - upstream.lookahead_delta if changed.start else None,
             changed.end + upstream.lookback_delta if changed.end else None,
         )
-    if isinstance(table.write, Aggregate) and changed.start:
-        size, slide = table.write.window.size_delta, table.write.window.slide_delta
-        return Slice(floor_to(changed.start - size + slide, slide), changed.end)
+    if changed.start:  # e.g. every window overlapping the change
+        changed = Slice(table.write.first_affected(changed.start), changed.end)
     if table.state is not None:
         history = table.state.history_delta
         if history is None or changed.end is None:

@@ -27,7 +27,6 @@ from lakehouse.lake import Lake
 from lakehouse.monitoring.ops_tables import exists, rs_uri
 from lakehouse.monitoring.status import table_stats
 from lakehouse.serving.statements import Result
-from lakehouse.spec import Aggregate
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -205,7 +204,6 @@ def describe(name: str, pipelines: Mapping[str, Pipeline], lake: Lake | None = N
 
 
 def _from_spec(pipeline: Pipeline, table: Table) -> dict[str, Any]:
-    window = table.write.window if isinstance(table.write, Aggregate) else None
     return {
         "pipeline": pipeline.name,
         "description": table.description,
@@ -215,9 +213,7 @@ def _from_spec(pipeline: Pipeline, table: Table) -> dict[str, Any]:
         "keys": tuple(table.keys),
         "event_time": table.event_time,
         "watermark": table.watermark,
-        "window": f"{window.size} sliding by {window.slide}"
-        if window and window.slide
-        else (window.size if window else None),
+        "window": table.write.window_label,
         "freshness": table.freshness,
         "source": table.source.kind if table.source else None,
         "upstreams": table.upstream_names,

@@ -7,7 +7,6 @@ from typing import TYPE_CHECKING, Any
 from attrs import evolve, field, frozen
 
 from lakehouse.spec.durations import NAME, SpecError, parse_duration
-from lakehouse.spec.modes import Aggregate
 from lakehouse.spec.sources import Lookup, deployed
 
 if TYPE_CHECKING:
@@ -169,15 +168,7 @@ class Pipeline:
                         f"table {table.name!r} sets a watermark on upstream {upstream.name!r}, "
                         "which declares no event_time column; declare event_time= on it"
                     )
-                if isinstance(table.write, Aggregate) and not (
-                    upstream.event_time and table.watermark_for(up)
-                ):
-                    raise SpecError(
-                        f"table {table.name!r} is a windowed aggregate, so upstream "
-                        f"{upstream.name!r} needs an event_time column and a watermark to bound "
-                        "the aggregate's state; declare event_time= on the upstream and "
-                        f"watermark= on {table.name!r}"
-                    )
+                table.write.check_upstream(table, upstream, table.watermark_for(up))
 
     def _check_models(self, tables: set[str], lookups: set[str]) -> None:
         names = {m.name for m in self.models}

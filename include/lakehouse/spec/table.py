@@ -8,18 +8,8 @@ from typing import TYPE_CHECKING, Any
 from attrs import field, frozen
 
 from lakehouse.spec.durations import NAME, SpecError, optional_duration, parse_duration
-from lakehouse.spec.expectations import Expectation, gxe, problems
-from lakehouse.spec.modes import (
-    CHANGE_OPERATIONS,
-    WRITE_MODES,
-    Aggregate,
-    Append,
-    ChangeMode,
-    OutputMode,
-    Recompute,
-    Scd2,
-    WriteMode,
-)
+from lakehouse.spec.expectations import Expectation, problems
+from lakehouse.spec.modes import Append, OutputMode, WriteMode
 from lakehouse.spec.sources import ARRIVAL_TIME, Source, names, sources
 
 if TYPE_CHECKING:
@@ -34,10 +24,6 @@ PLATFORM_DATABASES: tuple[str, ...] = (QUARANTINE_LAYER, CHANGES_LAYER, "ops", "
 QUARANTINE_REASONS = "_failed_expectations"  # a quarantine row's column: the expectations it failed
 TransformRef = str | Callable[..., Any]
 
-# The columns of a change row (``lakehouse.changes``), beside the row image's columns.
-CHANGE_OP, CHANGE_SEQUENCE, CHANGE_TIME, CHANGE_ID = "_op", "_seq", "_ts", "_event_id"
-CHANGE_VERSION = "_version"  # the total order of a key's changes
-
 
 def quarantine_name(table: str) -> str:
     """``silver.device_events`` -> ``quarantine.silver_device_events`` (its Delta table name)."""
@@ -48,67 +34,6 @@ def changes_name(table: str) -> str:
     """``silver.customers`` -> ``changes.silver_customers``: the change log of an ``Scd1`` or
     ``Scd2`` table (every change it applied, as change rows)."""
     return f"{CHANGES_LAYER}.{table.replace('.', '_', 1)}"
-
-
-def change_expectations(table: Table) -> tuple[Expectation, ...]:
-    """What every change event must have to be applied (else it goes to the quarantine with
-    the name of what it lacks): an operation the platform knows, its keys, its sequence."""
-    if not isinstance(table.write, ChangeMode):
-        return ()
-    return (
-        gxe.ExpectColumnValuesToNotBeNull(column=CHANGE_OP, action="drop", name="change_has_operation"),
-        gxe.ExpectColumnValuesToBeInSet(
-            column=CHANGE_OP, value_set=list(CHANGE_OPERATIONS), action="drop", name="change_operation_known"
-        ),
-        *(
-            gxe.ExpectColumnValuesToNotBeNull(column=key, action="drop", name=f"change_has_key_{key}")
-            for key in table.write.keys
-        ),
-        gxe.ExpectColumnValuesToNotBeNull(column=CHANGE_SEQUENCE, action="drop", name="change_has_sequence"),
-    )
-
-
-def history_checks(table: Table) -> tuple[Expectation, ...]:
-    """The checks every ``Scd1``/``Scd2`` table passes at rest: one row (one current version)
-    per key, the rows agree with the change log (a key has a row, or a current version, exactly
-    when its latest change is not a delete), and versions of a key never overlap."""
-    if not isinstance(table.write, ChangeMode):
-        return ()
-    keys = [f"`{k}`" for k in table.write.keys]
-    on = " AND ".join(f"c.{k} <=> t.{k}" for k in keys)
-    current = "WHERE is_current" if isinstance(table.write, Scd2) else ""
-    rows = "current rows" if isinstance(table.write, Scd2) else "rows"
-    listed = ", ".join(keys)
-    matches_log = (
-        f"SELECT {', '.join(f'coalesce(c.{k}, t.{k}) AS {k}' for k in keys)}, c._last_op, t._rows "
-        f"FROM (SELECT {listed}, max_by({CHANGE_OP}, {CHANGE_VERSION}) AS _last_op "
-        f"FROM {{{changes_name(table.name)}}} GROUP BY {listed}) c "
-        f"FULL OUTER JOIN (SELECT {listed}, count(*) AS _rows FROM {{batch}} {current} GROUP BY {listed}) t "
-        f"ON {on} WHERE c._last_op IS NULL OR t._rows > 1 "
-        "OR (c._last_op = 'd' AND t._rows IS NOT NULL) OR (c._last_op <> 'd' AND t._rows IS NULL)"
-    )
-    checks = [
-        gxe.UnexpectedRowsExpectation(
-            unexpected_rows_query=matches_log,
-            description=f"Exactly the keys whose latest change is not a delete have one of the {rows}",
-            name="rows_match_change_log",
-        )
-    ]
-    if isinstance(table.write, Scd2):
-        by_key = f"PARTITION BY {', '.join(keys)} ORDER BY _start_seq"
-        checks.append(
-            gxe.UnexpectedRowsExpectation(
-                unexpected_rows_query=(
-                    f"SELECT * FROM (SELECT *, LAG(_end_seq) OVER ({by_key}) AS _previous_end, "
-                    f"ROW_NUMBER() OVER ({by_key}) AS _n FROM {{batch}}) "
-                    "WHERE (_n > 1 AND (_previous_end IS NULL OR _previous_end > _start_seq)) "
-                    "OR _end_seq <= _start_seq OR valid_to < valid_from"
-                ),
-                description="Versions of a key never overlap (and no interval ends before it starts)",
-                name="versions_do_not_overlap",
-            )
-        )
-    return tuple(checks)
 
 
 @frozen
@@ -214,7 +139,8 @@ class Table:
     model: str | None = None
 
     def __attrs_post_init__(self) -> None:
-        self._imply(change_expectations(self), history_checks(self))
+        if isinstance(self.write, WriteMode):  # else _check says what to declare
+            self._imply(self.write.implied_expectations(self), self.write.implied_checks(self))
         self._check()
 
     def _imply(self, expectations: tuple[Expectation, ...], checks: tuple[Expectation, ...]) -> None:
@@ -254,12 +180,12 @@ class Table:
     @property
     def applies_changes(self) -> bool:
         """An ``Scd1``/``Scd2`` table: its flow applies a change feed."""
-        return isinstance(self.write, ChangeMode)
+        return self.write.applies_changes
 
     @property
     def recomputes(self) -> bool:
         """A ``Recompute`` table: its flow recomputes it from its upstreams' whole contents."""
-        return isinstance(self.write, Recompute)
+        return self.write.recomputes
 
     @property
     def upstream_names(self) -> tuple[str, ...]:
@@ -269,9 +195,7 @@ class Table:
     def keys(self) -> tuple[str, ...]:
         """The key: deduplication key (append), merge key (upsert, change feeds, recompute),
         window start + groups."""
-        if isinstance(self.write, Aggregate):
-            return (self.event_time or "", *self.write.group_by)
-        return self.write.keys
+        return self.write.keys_for(self)
 
     @property
     def output_mode(self) -> OutputMode:
@@ -280,14 +204,9 @@ class Table:
 
     @property
     def dedupes(self) -> bool:
-        """Append tables with a key are deduplicated on it (within the watermark in streams); a
-        scored table's keys only name its rows (its transform runs per batch, without state)."""
-        return (
-            isinstance(self.write, Append)
-            and bool(self.write.keys)
-            and not self.sources
-            and self.model is None
-        )
+        """The platform deduplicates the flow's rows on the keys (``Append(keys)``, within the
+        watermark in streams)."""
+        return self.write.dedupes(self)
 
     @property
     def time_expression(self) -> str | None:
@@ -306,7 +225,8 @@ class Table:
         return upstream.watermark or self.watermark
 
     # -- validation ----------------------------------------------------------------
-    def _fail(self, problem: str) -> SpecError:
+    def fail(self, problem: str) -> SpecError:
+        """The error of a declaration mistake in this table (what its write mode checks use)."""
         return SpecError(f"table {self.name!r}: {problem}")
 
     def _check(self) -> None:
@@ -316,17 +236,14 @@ class Table:
                 f"table name {self.name!r} must be '<layer>.<name>' with layer one of "
                 f"{', '.join(LAYERS)} and a lower_snake_case name, e.g. 'silver.device_events'"
             )
-        if not isinstance(self.write, WRITE_MODES):
-            raise self._fail(
+        if not isinstance(self.write, WriteMode):
+            raise self.fail(
                 f"write={self.write!r} is not a write mode: declare Append(), Append(keys=[...]), "
                 "Upsert(keys=[...], sequence_by=[...]), Aggregate(Window(...), group_by=[...]), "
                 "Scd1(...), Scd2(...) or Recompute(...) (from lakehouse.spec)"
             )
         self._check_origin()
-        if self.applies_changes:
-            self._check_changes()
-        if self.recomputes:
-            self._check_recompute()
+        self.write.check(self)
         if self.model is not None:
             self._check_model()
         if self.watermark:
@@ -336,86 +253,47 @@ class Table:
                 if getattr(up, name):
                     parse_duration(getattr(up, name), f"table {self.name!r} upstream {up.table!r} {name}")
         parse_duration(self.freshness, f"table {self.name!r} freshness")
-        if isinstance(self.write, Aggregate) and not self.event_time:
-            raise self._fail(
-                "Aggregate needs an event-time column: set event_time= to the window-start column "
-                "of the output (backfills slice on it)"
-            )
         if self.state is not None:
             self._check_state()
-        if self.dedupes:
-            for up in self.upstreams:
-                if not self.watermark_for(up):
-                    raise self._fail(
-                        f"deduplicates on keys {list(self.keys)}, which needs a watermark to bound "
-                        "its state; set watermark='10 minutes' or similar"
-                    )
-        for problem in problems(self.expectations, self.checks, aggregate=isinstance(self.write, Aggregate)):
-            raise self._fail(problem)
+        for problem in problems(self.expectations, self.checks, aggregate=self.write.updates_rows):
+            raise self.fail(problem)
 
     def _check_origin(self) -> None:
         if not self.sources and not self.upstreams:
-            raise self._fail("declares neither a source (bronze ingestion) nor upstreams")
+            raise self.fail("declares neither a source (bronze ingestion) nor upstreams")
         if self.sources and self.upstreams:
-            raise self._fail("declares both a source and upstreams; a table has one origin")
+            raise self.fail("declares both a source and upstreams; a table has one origin")
         if not self.sources and self.transform is None and not self.applies_changes:
-            raise self._fail("reads upstreams but declares no transform")
+            raise self.fail("reads upstreams but declares no transform")
         if not self.sources:
             return
         kinds = [s.kind for s in self.sources]
         if len(set(kinds)) != len(kinds):
-            raise self._fail(f"declares two sources of one kind ({', '.join(kinds)}); name one per kind")
+            raise self.fail(f"declares two sources of one kind ({', '.join(kinds)}); name one per kind")
         columns = [tuple((c.name, c.type.upper()) for c in s.columns) for s in self.sources]
         if len(set(columns)) > 1:
-            raise self._fail(
+            raise self.fail(
                 "its alternative sources declare different schemas; alternatives must give the same "
                 "columns so that downstream tables do not depend on the deployment"
             )
         declared = [c.name for c in self.sources[0].columns]
         if self.event_time and self.event_time not in declared:
-            raise self._fail(
+            raise self.fail(
                 f"event_time {self.event_time!r} is not a column of the source schema ({', '.join(declared)})"
-            )
-
-    def _check_changes(self) -> None:
-        assert isinstance(self.write, ChangeMode)
-        mode = type(self.write).__name__
-        if self.sources or len(self.upstreams) != 1:
-            raise self._fail(
-                f"{mode} applies the change feed of one upstream table: declare "
-                "upstreams=['bronze.<changes>'], the bronze table of Debezium change events"
-            )
-        for name in ("event_time", "watermark", "state"):
-            if getattr(self, name):
-                raise self._fail(
-                    f"{mode} cannot declare {name}=: changes are applied in sequence order, per key, "
-                    "whenever they arrive (no watermark drops them), and a backfill recomputes the "
-                    "keys changed in its slice; leave it out"
-                )
-        if isinstance(self.write, Scd2) and set(self.partition_by) & set(self.write.track or ()):
-            raise self._fail("Scd2 cannot be partitioned by a tracked column: rows move between versions")
-
-    def _check_recompute(self) -> None:
-        if not self.upstreams:
-            raise self._fail("Recompute needs upstreams: it recomputes the transform over them")
-        if self.state is not None or self.watermark or any(u.watermark for u in self.upstreams):
-            raise self._fail(
-                "Recompute reads its upstreams whole, as batches, each time they change: it takes "
-                "no watermark= or state=; leave them out"
             )
 
     def _check_model(self) -> None:
         if not NAME.match(self.model or ""):
-            raise self._fail(
+            raise self.fail(
                 f"model={self.model!r} must name a model of the pipeline, e.g. model='iot_anomaly'"
             )
         if self.sources or len(self.upstreams) != 1 or self.transform is None:
-            raise self._fail(
+            raise self.fail(
                 "a table scored by a model reads one upstream with a transform(rows, *lookups, model): "
                 "the transform runs on each micro-batch with the model version in force"
             )
-        if not isinstance(self.write, Append) or not self.write.keys or self.state is not None:
-            raise self._fail(
+        if not self.write.keyed_insert or self.state is not None:
+            raise self.fail(
                 "a table scored by a model is written with Append(keys=[...]) (keys of its upstream's "
                 "rows): its transform runs per micro-batch, without state, and a backfill finds the "
                 "version each row was scored with by its key"
@@ -423,25 +301,15 @@ class Table:
 
     def _check_state(self) -> None:
         if not self.upstreams:
-            raise self._fail("state= needs upstreams: per-key state is kept over upstream rows")
+            raise self.fail("state= needs upstreams: per-key state is kept over upstream rows")
         if not self.event_time:
-            raise self._fail(
+            raise self.fail(
                 "state= needs event_time=: the output's event-time column, which backfills slice "
                 "on (e.g. the time of each status change)"
             )
-        if isinstance(self.write, Aggregate):
-            raise self._fail(
-                "state= works with Append or Upsert, not 'aggregate': the transform's own state "
-                "already decides what to emit"
-            )
-        if isinstance(self.write, Append) and self.write.keys:
-            raise self._fail(
-                "state= with Append cannot declare keys: the platform would deduplicate after the "
-                "transform's own state; deduplicate in the transform or use Upsert(...)"
-            )
         for up in self.upstreams:
             if not self.watermark_for(up):
-                raise self._fail(
+                raise self.fail(
                     f"state= needs a watermark on upstream {up.table!r}: event-time timers fire "
                     "as the watermark passes them; set watermark= on the table or the Upstream"
                 )

@@ -296,7 +296,7 @@ def test_a_snapshot_then_the_feed_is_the_feed_alone(spark, crm: Pipeline, tmp_pa
     the feed already says. Pure functions over the delivered lines (the stream gives the same,
     see above)."""
     from lakehouse.changes import normalize
-    from lakehouse.history import table_rows
+    from lakehouse.writes.history import table_rows
 
     def tables(snapshot: bool) -> dict[str, list]:
         lake = Lake(str(tmp_path / f"snapshot-{snapshot}"))
@@ -384,7 +384,7 @@ def test_the_history_of_100k_changes_is_the_databases(spark, crm: Pipeline, tmp_
     the versions the generator's state machine recorded: an independent computation (no Spark,
     in commit order) of the same history."""
     from lakehouse.changes import normalize
-    from lakehouse.history import versions
+    from lakehouse.writes.history import versions
 
     landing = Landing(Lake(str(tmp_path / "lake")), crm)
     summary = generate(

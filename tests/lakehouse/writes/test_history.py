@@ -12,10 +12,10 @@ import pytest
 from pyspark.sql import DataFrame, SparkSession
 
 from lakehouse.changes import normalize
-from lakehouse.history import ChangeApplier, current_state, versions
 from lakehouse.lake import Lake
 from lakehouse.spec import Scd1, Scd2, SpecError, Table, debezium_schema
-from lakehouse.spec.table import CHANGE_OP
+from lakehouse.spec.modes.scd import CHANGE_OP
+from lakehouse.writes.history import ChangeApplier, current_state, versions
 
 ROW = "id BIGINT NOT NULL, name STRING, segment STRING"
 ENVELOPE = debezium_schema(ROW)

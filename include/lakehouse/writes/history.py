@@ -30,7 +30,7 @@ from pyspark.sql import functions as F
 
 from lakehouse import delta
 from lakehouse.spec import ChangeMode, Scd2
-from lakehouse.spec.table import CHANGE_ID, CHANGE_OP, CHANGE_SEQUENCE, CHANGE_TIME, CHANGE_VERSION
+from lakehouse.spec.modes.scd import CHANGE_ID, CHANGE_OP, CHANGE_SEQUENCE, CHANGE_TIME, CHANGE_VERSION
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, SparkSession

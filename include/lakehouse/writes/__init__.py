@@ -10,11 +10,17 @@ Upsert          MERGE latest row per key (newer wins)   same MERGE (full refresh
 Aggregate       MERGE updated windows in place,         replace the slice of windows
                 bounded to the batch's windows
 Scd1, Scd2      log the changes once, then recompute    recompute the keys changed in the
-                the batch's keys (``lakehouse.history``) slice (full refresh: all keys)
+                the batch's keys (``history``)          slice (full refresh: all keys)
 Recompute       the transform over the upstreams,       the same, then replace the slice
                 MERGEd (changed rows only)
 quarantine      append once                             replace the slice
 ==============  =====================================  ======================================
+
+Each mode has its writer, a :class:`ModeWriter` in its own module of this package (``append``,
+``upsert``, ``aggregate``, ``scd``, ``recompute``), named by the mode's declaration
+(``WriteMode.writer``) and imported when a table is first written (:func:`writer_for`); a mode
+of your own names a writer in your package. :class:`TableWriter`, what the runners use, pairs a
+table's writer with its quarantine.
 
 Every commit goes through :mod:`lakehouse.delta`: micro-batches exactly once (the query id and
 batch id as Delta transaction ids), slices as one attempt that the backfill recomputes on a
@@ -29,21 +35,22 @@ or after the earliest window of its batch. The rows come already judged
 
 from __future__ import annotations
 
+import functools
+import importlib
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
-from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 from lakehouse import delta
-from lakehouse.history import ChangeApplier
-from lakehouse.spec import Aggregate, Append, Upsert
-from lakehouse.spec.table import CHANGE_TIME, QUARANTINE_REASONS
+from lakehouse.spec.table import QUARANTINE_REASONS
 
 if TYPE_CHECKING:
     from collections.abc import Callable
+
+    from pyspark.sql import DataFrame, SparkSession
 
     from lakehouse.lake import Lake
     from lakehouse.slices import Slice
@@ -81,36 +88,88 @@ class Origin:
         return f"backfill of {self.slice.label}"
 
 
-def latest_per_key(df: DataFrame, table: Table) -> DataFrame:
-    """The greatest ``sequence_by`` row of each key (deterministic within a batch)."""
-    assert isinstance(table.write, Upsert)
-    order = [F.col(c).desc_nulls_last() for c in table.write.sequence_by]
-    rank = F.row_number().over(Window.partitionBy(*table.keys).orderBy(*order))
-    return df.withColumn("_rank", rank).where("_rank = 1").drop("_rank")
-
-
-class TableWriter:
-    """Writes a flow's judged rows into its Delta table, and its rejected rows into the table's
-    quarantine, with the table's write semantics."""
+class ModeWriter:
+    """How one write mode commits a table's rows; the defaults are those of a table whose slices
+    are its event time, replaced whole. A mode's writer overrides what differs."""
 
     def __init__(self, lake: Lake, table: Table) -> None:
         self.table = table
         self.path = lake.table(table.name)
+
+    @property
+    def held_path(self) -> str:
+        """The Delta table whose rows a slice's shrink guard counts (``rows_in``)."""
+        return self.path
+
+    def ensure(self, df: DataFrame) -> bool:
+        """Create the table from the flow's schema if it does not exist yet; whether it was
+        created now."""
+        return delta.ensure_table(
+            df.sparkSession, self.path, df.schema, name=self.table.name,
+            comment=self.table.description, partition_by=self.table.partition_by,
+        )  # fmt: skip
+
+    def write_batch(self, rows: DataFrame, origin: Origin) -> None:
+        """Commit one micro-batch's rows exactly once (``origin``'s run and batch ids)."""
+        raise NotImplementedError
+
+    def write_slice(self, rows: DataFrame, slice_: Slice) -> None:
+        """Write a backfill's rows of ``slice_``: one attempt (the backfill retries)."""
+        delta.replace(rows, self.path, self.condition(slice_))
+
+    def replaces(self, slice_: Slice) -> bool:
+        """Whether writing ``slice_`` replaces what the table holds there."""
+        return True
+
+    def condition(self, slice_: Slice) -> str | None:
+        """The slice as a condition on the table's rows (``None``: all of them)."""
+        if slice_.is_full:
+            return None
+        assert self.table.time_expression, f"{self.table.name} has no event_time to slice on"
+        return slice_.condition(self.table.time_expression)
+
+    def slice_rows(self, df: DataFrame, slice_: Slice) -> DataFrame:
+        """The rows of a backfill's ``df`` in ``slice_`` (the flow already sliced them)."""
+        return df
+
+    def once(self, rows: DataFrame, origin: Origin, commit: Callable[[], None]) -> None:
+        """Run ``commit`` as the table's one commit of ``origin``'s micro-batch."""
+        assert origin.batch_id is not None
+        delta.once(
+            rows.sparkSession, commit, path=self.path, app_id=origin.run_id, version=origin.batch_id,
+            what=f"{self.table.name} batch {origin.batch_id}", replay_possible=origin.first_of_run,
+        )  # fmt: skip
+
+
+@functools.cache
+def _writer_class(reference: str) -> type[ModeWriter]:
+    module, _, name = reference.partition(":")
+    writer = getattr(importlib.import_module(module), name)
+    if not (isinstance(writer, type) and issubclass(writer, ModeWriter)):
+        raise TypeError(f"{reference!r} is not a lakehouse.writes.ModeWriter subclass")
+    return writer
+
+
+def writer_for(lake: Lake, table: Table) -> ModeWriter:
+    """The writer of ``table``'s write mode (``"module:Class"``, imported once)."""
+    return _writer_class(table.write.writer)(lake, table)
+
+
+class TableWriter:
+    """Writes a flow's judged rows into its Delta table, with the writer of its write mode, and
+    its rejected rows into the table's quarantine."""
+
+    def __init__(self, lake: Lake, table: Table) -> None:
+        self.table = table
+        self.mode = writer_for(lake, table)
+        self.path = self.mode.path
         self.quarantine_path = lake.table(table.quarantine)
         self._quarantine_ready = False
-        self.changes = ChangeApplier(lake, table) if table.applies_changes else None
 
     def ensure(self, df: DataFrame) -> bool:
         """Create the table from the flow's schema if it does not exist yet (a change feed's
         table and its change log from the flow's change rows); whether it was created now."""
-        if self.changes is not None:
-            self.changes.ensure(df)
-            return False
-        return delta.ensure_table(
-            df.sparkSession, self.path, df.schema, name=self.table.name,
-            comment=self.table.description, partition_by=self.table.partition_by,
-            properties=delta.CHANGE_DATA_FEED if self.table.recomputes else None,
-        )  # fmt: skip
+        return self.mode.ensure(df)
 
     # ---------------------------------------------------------------- streams
     def write_batch(
@@ -129,23 +188,8 @@ class TableWriter:
         )
         started = time.perf_counter()
         try:
-            what = f"{self.table.name} batch {origin.batch_id}"
-            if rows is None:
-                pass
-            elif isinstance(self.table.write, Append):
-                delta.append_once(
-                    rows, self.path, app_id=origin.run_id, version=origin.batch_id, what=what,
-                    replay_possible=origin.first_of_run,
-                )  # fmt: skip
-            elif self.changes is not None:
-                self.changes.apply_batch(rows, app_id=origin.run_id, batch_id=origin.batch_id)
-            else:
-                refresh = self.table.recomputes
-                commit = (lambda: self._refresh(rows, origin)) if refresh else (lambda: self._merge(rows))
-                delta.once(
-                    rows.sparkSession, commit, path=self.path, app_id=origin.run_id, version=origin.batch_id,
-                    what=what, replay_possible=origin.first_of_run,
-                )  # fmt: skip
+            if rows is not None:
+                self.mode.write_batch(rows, origin)
             seconds["write"] = time.perf_counter() - started
         finally:
             if pending is not None:
@@ -173,15 +217,7 @@ class TableWriter:
             else None
         )
         try:
-            table = self.table
-            if self.changes is not None:
-                self.changes.apply_slice(rows, self._condition(slice_))
-            elif isinstance(table.write, Upsert) and not slice_.is_full:
-                self._merge(rows)
-            elif isinstance(table.write, Upsert):
-                delta.replace(latest_per_key(rows, table), self.path, None)
-            else:
-                delta.replace(rows, self.path, self._condition(slice_))
+            self.mode.write_slice(rows, slice_)
         finally:
             if pending is not None:
                 pending.result()
@@ -189,83 +225,30 @@ class TableWriter:
     def replaces(self, slice_: Slice) -> bool:
         """Whether writing ``slice_`` replaces what the table holds there (upserts merge into it;
         a change feed's slice is the changes in it, which replace those its log holds)."""
-        return not (isinstance(self.table.write, Upsert) and not slice_.is_full)
+        return self.mode.replaces(slice_)
 
     def rows_in(self, spark: SparkSession, slice_: Slice, *, created: bool = False) -> int:
         """Rows the table (a change feed: its change log) and its quarantine hold in ``slice_``
         (a table ``created`` just now holds none: only its quarantine is counted)."""
-        condition = self._condition(slice_) or "true"
-        held = self.changes.log_path if self.changes is not None else self.path
+        condition = self.mode.condition(slice_) or "true"
         return sum(
             spark.read.format("delta").load(path).where(condition).count()
-            for path in ((self.quarantine_path,) if created else (held, self.quarantine_path))
+            for path in ((self.quarantine_path,) if created else (self.mode.held_path, self.quarantine_path))
             if delta.exists(spark, path)
         )
 
     def slice_rows(self, df: DataFrame, slice_: Slice) -> DataFrame:
         """The rows of a backfill's ``df`` in ``slice_`` (a change feed's flow reads every change:
         a slice's keys are recomputed from all theirs)."""
-        condition = self._condition(slice_)
-        return df.where(condition) if self.changes is not None and condition else df
+        return self.mode.slice_rows(df, slice_)
 
     def _quarantine_slice(self, rejected: DataFrame, origin: Origin) -> None:
         assert origin.slice is not None
         rows = self._with_origin(self.slice_rows(rejected, origin.slice), origin)
         self._ensure_quarantine(rows)
-        delta.replace(rows, self.quarantine_path, self._condition(origin.slice))
+        delta.replace(rows, self.quarantine_path, self.mode.condition(origin.slice))
 
-    def _condition(self, slice_: Slice) -> str | None:
-        """The slice as a condition on the table's rows (``None``: all of them): its event time;
-        a change feed's changes by their time; a recomputed table without event time is whole."""
-        if slice_.is_full:
-            return None
-        if self.changes is not None:
-            return slice_.condition(f"`{CHANGE_TIME}`")
-        if self.table.recomputes and not self.table.time_expression:
-            return None
-        assert self.table.time_expression, f"{self.table.name} has no event_time to slice on"
-        return slice_.condition(self.table.time_expression)
-
-    # ---------------------------------------------------------------- shared
-    def _refresh(self, rows: DataFrame, origin: Origin) -> None:
-        """A recomputed table becomes ``rows``: only rows that differ change (with keys)."""
-        if self.table.keys:
-            delta.sync_rows(rows, self.path, identity=self.table.keys)
-        else:
-            delta.replace(rows, self.path, None, app_id=origin.run_id, version=origin.batch_id)
-
-    def _merge(self, df: DataFrame) -> None:
-        table = self.table
-        if isinstance(table.write, Upsert):
-            df = latest_per_key(df, table)
-        on = " AND ".join(f"t.`{k}` <=> s.`{k}`" for k in table.keys)
-        update: bool | str
-        if isinstance(table.write, Upsert):
-            version = table.write.sequence_by
-
-            def newest(alias: str) -> str:
-                return f"struct({', '.join(f'{alias}.`{c}`' for c in version)})"
-
-            update = f"{newest('s')} > {newest('t')}"
-        else:
-            assert isinstance(table.write, Aggregate), "appends never merge"
-            update = True
-            on += self._window_bound(df)
-        delta.merge(df, self.path, on=on, update=update)
-
-    def _window_bound(self, df: DataFrame) -> str:
-        """`` AND t.<window start> >= <earliest window start of the batch>``: the MERGE then
-        prunes every file (and partition) of older windows instead of scanning the whole table.
-        One aggregate over the batch, which the stream's sink holds in memory."""
-        column = self.table.event_time
-        assert column is not None, f"{self.table.name}: an aggregate's event_time is its window start"
-        # As a string in the session's time zone, cast back the same way: no Python time zones.
-        earliest = df.agg(F.min(F.col(f"`{column}`")).cast("string")).collect()[0][0]
-        if earliest is None:
-            return ""
-        kind = df.schema[column].dataType.simpleString()
-        return f" AND t.`{column}` >= CAST('{earliest}' AS {kind})"
-
+    # ---------------------------------------------------------------- quarantine
     def _with_origin(self, rejected: DataFrame, origin: Origin) -> DataFrame:
         return rejected.select(
             *[F.col(f"`{c}`") for c in rejected.columns],
