@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
-from lakehouse import registry
+from lakehouse import purity, registry
 from lakehouse.changes import normalize
 from lakehouse.slices import ALL_TIME, Slice, input_slice
 from lakehouse.sources import EVERYTHING, PARSE_ERROR, Bronze, Cut, read_lookup, reader_for
@@ -115,14 +115,14 @@ def build(
                 raise SpecError(f"{table.name!r} has no event_time; backfill it as a full refresh")
             df = df.where(slice_.condition(table.time_expression))
         if table.transform is not None:
-            df = registry.resolve(pipeline, table.transform)(df)
+            df = purity.call(registry.resolve(pipeline, table.transform), df, table=table.name)
         return df
     if table.applies_changes:  # every change: a slice's keys are recomputed from all of theirs
         (upstream,) = table.upstreams
         changes = read_upstream(spark, lake, pipeline, table, upstream, streaming=streaming, slice_=ALL_TIME)
         changes = normalize(changes, table)
         if table.transform is not None:
-            changes = registry.resolve(pipeline, table.transform)(changes)
+            changes = purity.call(registry.resolve(pipeline, table.transform), changes, table=table.name)
         return changes
     if table.model is not None:  # scored per batch with the model in force (lakehouse.models.scoring)
         (upstream,) = table.upstreams
@@ -141,7 +141,7 @@ def build(
     ]
     lookups = [read_lookup(spark, lake, pipeline, pipeline.lookup(name)) for name in table.lookups]
     assert table.transform is not None
-    out = registry.resolve(pipeline, table.transform)(*inputs, *lookups)
+    out = purity.call(registry.resolve(pipeline, table.transform), *inputs, *lookups, table=table.name)
     if table.dedupes:
         out = dedupe(out, table.keys, streaming=streaming)
     if not slice_.is_full and table.time_expression:

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import functions as F
 
-from lakehouse import registry, storage
+from lakehouse import purity, registry, storage
 from lakehouse.models.store import ModelStore, ModelUnavailable
 from lakehouse.sources import read_lookup
 from lakehouse.spec import SpecError
@@ -98,7 +98,9 @@ class ScoredFlow:
             for n in self.table.lookups
         ]
         try:
-            out = self.transform(rows, *lookups, model)
+            out = purity.call(self.transform, rows, *lookups, model, table=self.table.name)
+        except purity.ImpureTransform:
+            raise  # the transform's own fault, not the model's
         except Exception as exc:
             raise ModelUnavailable(
                 f"model {self.model.name!r} version {model.version} failed to score: {exc}"
