@@ -10,6 +10,10 @@ JARS := .jars/.fetched
 SERVING_JAR := .jars/spark/lakehouse-serving.jar
 COMPOSE_SCHEMA := .jars/compose_spec.json
 PYTEST_ARGS ?=
+# Two pytest-xdist workers on two cores: end-to-end tests spend much of their time waiting on
+# the processes they started (tests/conftest.py says how tests are grouped). TEST_WORKERS=0: one process.
+TEST_WORKERS ?= 2
+STARTED := $(shell date +%s)
 
 .DEFAULT_GOAL := help
 .PHONY: help bootstrap jars browser lint test demo up down stack-up stack-down clean lock stress bench
@@ -45,8 +49,13 @@ lint: $(INSTALLED) ## ruff (with Airflow's AIR rules), format check, and the lay
 	$(BIN)/ruff format --check .
 	$(BIN)/lint-imports --no-cache
 
-test: bootstrap browser lint ## Run the whole test suite (what CI runs)
-	$(BIN)/pytest $(PYTEST_ARGS)
+test: bootstrap browser lint ## Run the whole test suite (what CI runs); prints its wall time
+	@began=$$(date +%s); status=0; \
+	$(BIN)/pytest -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder $(PYTEST_ARGS) || status=$$?; \
+	now=$$(date +%s); \
+	echo "make test: $$(( (now - $(STARTED)) / 60 )) min $$(( (now - $(STARTED)) % 60 )) s wall" \
+	     "(pytest $$(( (now - began) / 60 )) min $$(( (now - began) % 60 )) s, bootstrap and lint the rest)"; \
+	exit $$status
 
 demo: bootstrap ## A finite end-to-end run: generate, run every flow once, show the tables
 	$(BIN)/lakehouse generate iot --events 5000 --files 5 --set unregistered_fraction=0.01

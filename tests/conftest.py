@@ -23,6 +23,40 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 REPO = Path(__file__).resolve().parents[1]
+# pytest-xdist workers inherit COLUMNS=80 / LINES, which the CLI's consoles would keep from import
+# on (tests set the width they need, e.g. COLUMNS=200, before they invoke a command).
+for variable in ("COLUMNS", "LINES"):
+    os.environ.pop(variable, None)
+
+# `make test` runs the suite on two pytest-xdist workers (`-n 2 --dist loadgroup`): a test file
+# is one unit of work (its module fixtures are built once), and tests sharing an expensive
+# session fixture form one unit across files, so each is built once per run, not once per worker.
+SHARED_FIXTURES = {
+    "stack": "stack",  # Postgres, Kafka, Spark master + worker
+    "stack_airflow_db": "stack",
+    "demo_root": "demo",  # the demo lake and the two SQL servers on it
+    "fresh_iot_once": "fresh_iot",
+}
+# The longest units start first, one per worker, so that neither waits alone at the end.
+LONGEST_FIRST = ("stack", "tests/lakehouse/platform/test_embedded.py", "demo")
+
+
+def xdist_group(item: pytest.Item) -> str:
+    """The unit of work ``item`` belongs to (see above)."""
+    names = getattr(item, "fixturenames", ())
+    params = getattr(getattr(item, "callspec", None), "params", {})
+    if params.get("topology") == "stack":  # the orchestration tests on the production topology
+        return "stack"
+    shared = next((group for fixture, group in SHARED_FIXTURES.items() if fixture in names), None)
+    return shared or item.nodeid.split("::", 1)[0]
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    groups = {item.nodeid: xdist_group(item) for item in items}
+    rank = {group: i for i, group in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(groups[item.nodeid], len(rank)))
+    for item in items:
+        item.add_marker(pytest.mark.xdist_group(groups[item.nodeid]))
 
 
 @pytest.fixture(scope="session")
