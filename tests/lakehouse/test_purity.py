@@ -7,12 +7,15 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import attrs
 import pytest
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from lakehouse import purity
 from lakehouse.flow import build
+from lakehouse.models.scoring import ModelInForce, ScoredFlow
+from lakehouse.models.store import ModelUnavailable
 from lakehouse.spec import JsonFiles, Pipeline, SpecError, Table
 
 if TYPE_CHECKING:
@@ -163,3 +166,24 @@ def test_the_guard_is_lifted_when_a_transform_raises(spark: SparkSession, lake: 
         assert spark.conf.get(KEY) == "platform code may"
     finally:
         spark.conf.unset(KEY)
+
+
+def scores_and_sets_conf(events: DataFrame, model: ModelInForce) -> DataFrame:
+    events.sparkSession.conf.set(KEY, "set while scoring")
+    return model.score(events)
+
+
+def test_a_scored_tables_impure_transform_is_its_own_fault_not_the_models(
+    spark: SparkSession, lake: Lake, iot: Pipeline
+) -> None:
+    """A scored table's transform runs per micro-batch; its purity error is not reported as the
+    model failing to score (which a flow may quarantine or wait out)."""
+    table = attrs.evolve(iot.table("gold.device_anomaly_scores"), transform=scores_and_sets_conf)
+    model = ModelInForce("iot_anomaly", 1, {}, lambda rows, _artifact: rows)
+    events = spark.createDataFrame([("e1", 1.0)], "event_id STRING, signal DOUBLE")
+    with pytest.raises(
+        purity.ImpureTransform, match=r"scores_and_sets_conf of gold.device_anomaly_scores ch"
+    ) as raised:
+        ScoredFlow(spark, lake, iot, table).apply(events, model)
+    assert not isinstance(raised.value, ModelUnavailable)
+    assert spark.conf.get(KEY, None) is None
