@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING
 
 from pyspark.sql import functions as F
 
-from lakehouse.checkpoints import Checkpoint
 from lakehouse.sources.parse import listed
 from lakehouse.sources.protocol import EVERYTHING, Bronze, Cut, SourceReader
 from lakehouse.spec import SpecError
@@ -31,6 +30,8 @@ from lakehouse.spec.sources import (
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
+
+    from lakehouse.checkpoints import Checkpoint
 
 NOTHING = -1  # the consumed version of a stream that has read nothing yet
 CDF_PROPERTY = "delta.enableChangeDataFeed"
@@ -91,7 +92,8 @@ class DeltaTableReader(SourceReader):
             [F.when(F.col(f"`{c.name}`").isNull(), F.lit(c.name)) for c in columns if c.required],
         )
         row = F.to_json(F.struct(*[F.col(f"`{c.name}`") for c in columns]))
-        arrival = F.col("_commit_timestamp") if changes else F.col("_metadata.file_modification_time")
+        # a Delta stream of appends has no commit time per row (nor file metadata): when bronze read it
+        arrival = F.col("_commit_timestamp") if changes else F.current_timestamp()
         return frame.select(
             *typed,
             F.when(error.isNotNull(), row).alias(RAW_RECORD),
@@ -104,12 +106,16 @@ class DeltaTableReader(SourceReader):
         )
 
     def consumed(self, checkpoint: Checkpoint) -> Cut:
-        """The last version of the table the stream read to its end."""
+        """The last version of the table the stream read. A Delta offset names the last file it
+        read (``index``; -1: none of ``reservoirVersion`` yet); a backfill reads this after the
+        stream caught up (``availableNow``: every file of every version there was), so the
+        version it names was read whole."""
         if not checkpoint.exists:
             return Cut(NOTHING)
         for offset in checkpoint.committed_offsets():
             if offset and "reservoirVersion" in offset:
-                return Cut(Checkpoint.next_version(offset) - 1)
+                version, index = int(offset["reservoirVersion"]), int(offset.get("index", -1))
+                return Cut(version if index >= 0 else version - 1)
         return Cut(NOTHING)
 
 

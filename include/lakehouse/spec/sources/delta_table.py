@@ -24,7 +24,8 @@ class DeltaTable(Source):
     ``_commit_version`` and ``_commit_timestamp`` (the table must have recorded its changes from
     that version on); otherwise the table's rows and, after them, the rows appended to it
     (commits that update or delete rows are skipped). ``_arrival_time`` is the commit time
-    with the change data feed, and the data file's modification time without.
+    with the change data feed; without it, a Delta stream knows no time per row, so it is
+    when bronze read the row: declare ``event_time`` to backfill slices of such a table.
     """
 
     kind: ClassVar[str] = "delta"
