@@ -24,7 +24,7 @@ from lakehouse.spec.sources import ARRIVAL_TIME, INGESTED_AT, PARSE_ERROR, SOURC
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
 
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import Column, DataFrame, SparkSession
     from pyspark.sql.streaming import DataStreamReader
 
     from lakehouse.checkpoints import Checkpoint
@@ -222,7 +222,7 @@ class LandingFilesReader(SourceReader):
         return atomic_write(directory / name, "".join(f"{line}\n" for line in lines))
 
 
-def file_metadata(frame: DataFrame) -> list:
+def file_metadata(frame: DataFrame) -> list[Column]:
     """The columns every landing row carries: its file, the file's modification time and size."""
     return [
         F.col("_metadata.file_path").alias(SOURCE_FILE),
