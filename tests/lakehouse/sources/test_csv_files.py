@@ -76,7 +76,9 @@ def expected_good() -> list[tuple]:
     return sorted(rows, key=str)
 
 
-def test_stream_and_backfill_read_the_same_rows_and_keep_every_line(spark, stream_and_batch, rows_of) -> None:
+def test_stream_and_backfill_read_the_same_rows_and_keep_every_line(
+    spark, stream_and_batch, backfill_beside_streams, rows_of
+) -> None:
     streamed, backfilled = stream_and_batch(PIPELINE, write_input)
     good = expected_good()
     assert [r[0] for r in good] == ["o1", "o2", "o8", "o9", "o;3"]  # the truth is what the test means
@@ -94,9 +96,10 @@ def test_stream_and_backfill_read_the_same_rows_and_keep_every_line(spark, strea
         assert totals == sorted(
             [(o, q * p if p is not None else None) for o, q, p, _ in good if q > 0], key=str
         )
-    assert rows_of(streamed, "bronze.csv_orders", columns) == rows_of(
-        backfilled, "bronze.csv_orders", columns
-    )
+    backfilled_rows = rows_of(backfilled, "bronze.csv_orders", columns)
+    assert rows_of(streamed, "bronze.csv_orders", columns) == backfilled_rows
+    backfill_beside_streams(streamed, PIPELINE)  # reads the files the stream consumed: the same rows
+    assert rows_of(streamed, "bronze.csv_orders", columns) == backfilled_rows
 
 
 def test_mistakes_are_reported_on_declaration() -> None:

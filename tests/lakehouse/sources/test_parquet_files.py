@@ -5,19 +5,18 @@ completion and a backfill give the same tables, equal to the rows the test wrote
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+import pytest
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from lakehouse.generators import Landing
+from lakehouse.lake import Lake
 from lakehouse.sources.landing import landing_path
 from lakehouse.spec import ParquetFiles, Pipeline, Table
 from lakehouse.spec.sources import PARSE_ERROR, RAW_RECORD
-
-if TYPE_CHECKING:
-    from lakehouse.lake import Lake
 
 SCHEMA = "sensor STRING NOT NULL, reading DOUBLE, step BIGINT"
 FILES = {
@@ -77,3 +76,8 @@ def test_stream_and_backfill_read_the_rows_written(stream_and_batch, rows_of) ->
     assert rows_of(streamed, "bronze.pq_readings", columns) == rows_of(
         backfilled, "bronze.pq_readings", columns
     )
+
+
+def test_a_generator_cannot_write_lines_to_a_parquet_source(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="reads Parquet files"):
+        Landing(Lake(str(tmp_path)), PIPELINE).write_lines("bronze.pq_readings", "x.parquet", ["{}"])

@@ -98,3 +98,10 @@ def test_a_missing_reader_is_named() -> None:
 def test_a_table_source_must_be_a_source_declaration() -> None:
     with pytest.raises(SpecError, match="is not a source declaration"):
         Table("bronze.x", source="landing/x")  # type: ignore[arg-type]
+
+
+def test_the_cockpit_labels_each_kind_by_where_it_reads() -> None:
+    assert JsonFiles(schema="a INT").label("shop", "orders") == "landing/shop/orders"
+    assert CsvFiles(schema="a INT", path="exports").label("shop", "orders") == "landing/shop/exports"
+    assert KafkaTopic(schema="a INT", topics=["o1", "o2"]).label("shop", "orders") == "o1, o2"
+    assert DeltaTable(schema="a INT", table="partner.orders").label("shop", "orders") == "partner.orders"
