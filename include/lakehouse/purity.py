@@ -4,12 +4,13 @@ A pipeline's transform receives its inputs and returns rows; reading and writing
 checkpoints, write modes and session settings belong to the runners, which is what lets the same
 transform run in a stream and in a backfill. :func:`call` runs a transform and, while it runs,
 refuses what would break that: reading data (``spark.read``, ``spark.readStream``,
-``spark.table``, SQL text), writing it (``df.write``, ``df.writeStream`` and with it any trigger or
-checkpoint, ``df.writeTo``, ``df.mergeInto``, ``df.checkpoint``), and changing the session
-(``spark.conf.set``/``unset``, the current catalog or database, temporary views, registered
-functions, the catalog's tables and cache). Like Spark Declarative Pipelines, which blocks
-session mutations while its flow functions run, but per thread: one driver runs many flows at
-once, and a stream's ``foreachBatch`` may write Delta while another flow's transform runs.
+``spark.table``, SQL text, ``DeltaTable.forPath``), writing it (``df.write``, ``df.writeStream``
+and with it any trigger or checkpoint, ``df.writeTo``, ``df.mergeInto``, ``df.checkpoint``,
+``DeltaTable.create``), and changing the session (``spark.conf.set``/``unset``, the current
+catalog or database, temporary views, registered functions, the catalog's tables and cache).
+Like Spark Declarative Pipelines, which blocks session mutations while its flow functions run,
+but per thread: one driver runs many flows at once, and a stream's ``foreachBatch`` may write
+Delta while another flow's transform runs.
 
 The interceptors are installed once on pyspark's classes and check a thread-local stack of the
 transforms running in the calling thread, so only the transform's own call is guarded, never the
@@ -25,6 +26,7 @@ import threading
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from delta.tables import DeltaTable
 from pyspark.sql import SparkSession
 from pyspark.sql.catalog import Catalog
 from pyspark.sql.classic.dataframe import DataFrame
@@ -82,6 +84,13 @@ GUARDED: list[tuple[type, str, str, tuple[str, str]]] = [
     (UDFRegistration, "registerJavaFunction", "spark.udf.registerJavaFunction", SESSION),
     (UDFRegistration, "registerJavaUDAF", "spark.udf.registerJavaUDAF", SESSION),
     (UDTFRegistration, "register", "spark.udtf.register", SESSION),
+    (DeltaTable, "forPath", "DeltaTable.forPath", READ),
+    (DeltaTable, "forName", "DeltaTable.forName", READ),
+    (DeltaTable, "isDeltaTable", "DeltaTable.isDeltaTable", READ),
+    *[
+        (DeltaTable, name, f"DeltaTable.{name}", WRITE)
+        for name in ("convertToDelta", "create", "createIfNotExists", "replace", "createOrReplace")
+    ],
     *[
         (Catalog, name, f"spark.catalog.{name}", SESSION)
         for name in (
@@ -162,7 +171,9 @@ def install() -> None:
 
 
 def guarded(original: Any, operation: str, what: tuple[str, str]) -> Any:
-    """``original`` (a method or a property) that first checks the calling thread."""
+    """``original`` (a method, class method or property) that first checks the calling thread."""
+    if isinstance(original, classmethod):
+        return classmethod(guarded(original.__func__, operation, what))
     if isinstance(original, property):
         assert original.fget is not None
         getter = original.fget

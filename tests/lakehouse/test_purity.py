@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 import attrs
 import pytest
+from delta.tables import DeltaTable
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
@@ -64,6 +65,10 @@ def reads_parquet(df: DataFrame) -> DataFrame:
     return df.unionByName(df.sparkSession.read.parquet("/nowhere/at/all"))
 
 
+def reads_delta(df: DataFrame) -> DataFrame:
+    return df.unionByName(DeltaTable.forPath(df.sparkSession, "/nowhere/at/all").toDF())
+
+
 def writes(df: DataFrame) -> DataFrame:
     df.write.format("delta").save(WRITTEN[0])
     return df
@@ -84,6 +89,7 @@ WRITTEN: list[str] = []  # where ``writes`` writes, set by its test
         (sets_conf_in_sql, "ran SQL (spark.sql)"),
         (creates_view, "changed the session (df.createOrReplaceTempView)"),
         (reads_parquet, "read data (spark.read)"),
+        (reads_delta, "read data (DeltaTable.forPath)"),
         (writes, "wrote data (df.write)"),
         (starts_stream, "set up a streaming write (df.writeStream)"),
     ],
