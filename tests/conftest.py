@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -12,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
+from xdist.scheduler import LoadScopeScheduling
 
 from lakehouse import registry
 from lakehouse.config import Settings
@@ -31,6 +33,8 @@ for variable in ("COLUMNS", "LINES"):
 # `make test` runs the suite on two pytest-xdist workers (`-n 2 --dist loadgroup`): a test file
 # is one unit of work (its module fixtures are built once), and tests sharing an expensive
 # session fixture form one unit across files, so each is built once per run, not once per worker.
+# pytest-xdist 3.8's own loadgroup renames items, which pytest 9 ignores (each test became a unit
+# of its own): the workers write the units down, and GroupScheduling reads them.
 SHARED_FIXTURES = {
     "stack": "stack",  # Postgres, Kafka, Spark master + worker
     "stack_airflow_db": "stack",
@@ -39,9 +43,10 @@ SHARED_FIXTURES = {
 }
 # The longest units start first, one per worker, so that neither waits alone at the end.
 LONGEST_FIRST = ("stack", "tests/lakehouse/platform/test_embedded.py", "demo")
+UNITS = "LAKEHOUSE_TEST_UNITS"  # the file the workers write the units to
 
 
-def xdist_group(item: pytest.Item) -> str:
+def unit_of_work(item: pytest.Item) -> str:
     """The unit of work ``item`` belongs to (see above)."""
     names = getattr(item, "fixturenames", ())
     params = getattr(getattr(item, "callspec", None), "params", {})
@@ -51,12 +56,35 @@ def xdist_group(item: pytest.Item) -> str:
     return shared or item.nodeid.split("::", 1)[0]
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    groups = {item.nodeid: xdist_group(item) for item in items}
-    rank = {group: i for i, group in enumerate(LONGEST_FIRST)}
-    items.sort(key=lambda item: rank.get(groups[item.nodeid], len(rank)))
-    for item in items:
-        item.add_marker(pytest.mark.xdist_group(groups[item.nodeid]))
+def pytest_configure(config: pytest.Config) -> None:
+    if not hasattr(config, "workerinput") and UNITS not in os.environ:  # the controller, before workers
+        os.environ[UNITS] = str(Path(tempfile.mkdtemp(prefix="lakehouse-test-units-")) / "units.json")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    units = {item.nodeid: unit_of_work(item) for item in items}
+    rank = {unit: i for i, unit in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(units[item.nodeid], len(rank)))
+    if hasattr(config, "workerinput") and UNITS in os.environ:
+        path = Path(os.environ[UNITS])
+        written = path.with_name(f"{config.workerinput['workerid']}.json")
+        written.write_text(json.dumps(units))
+        written.replace(path)  # atomically: every worker collects the same tests
+
+
+class GroupScheduling(LoadScopeScheduling):
+    """xdist's scheduling by scope, with the units of work the workers wrote down."""
+
+    units: dict[str, str] | None = None
+
+    def _split_scope(self, nodeid: str) -> str:  # called once every worker has collected
+        if self.units is None:
+            self.units = json.loads(Path(os.environ[UNITS]).read_text())
+        return self.units.get(nodeid, nodeid.split("::", 1)[0])
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> GroupScheduling | None:
+    return GroupScheduling(config, log) if config.getvalue("dist") == "loadgroup" else None
 
 
 @pytest.fixture(scope="session")
