@@ -401,14 +401,14 @@ def gold_differences(spark: SparkSession, lake: Lake, pipeline: Pipeline) -> lis
     from pyspark.testing import assertDataFrameEqual
 
     from lakehouse.flow import build
-    from lakehouse.writes import latest_per_key
+    from lakehouse.writes.upsert import latest_per_key
 
     out = []
     for name in GOLD:
         table = pipeline.table(name)
         expected = build(spark, lake, pipeline, table, streaming=False)
         if isinstance(table.write, Upsert):
-            expected = latest_per_key(expected, table)
+            expected = latest_per_key(expected, table.keys, table.write.sequence_by)
         actual = spark.read.format("delta").load(lake.table(name)).select(*expected.columns)
         try:
             assertDataFrameEqual(actual, expected, checkRowOrder=False, rtol=1e-9)
