@@ -21,10 +21,13 @@ STARTED := $(shell date +%s)
 help: ## List the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
 
-$(INSTALLED): requirements.txt requirements-dev.txt constraints.txt pyproject.toml
+$(INSTALLED): requirements.txt requirements-dev.txt constraints.txt pyproject.toml Makefile
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q -r requirements.txt -r requirements-dev.txt -c constraints.txt
 	$(BIN)/pip install -q --no-deps -e .
+	@# the sources as plain path entries: setuptools' editable finder runs after the path finder, so a
+	@# lake directory named lakehouse/ in the working directory would otherwise shadow the package
+	$(BIN)/python -c 'import sysconfig, pathlib; pathlib.Path(sysconfig.get_paths()["purelib"], "lakehouse-sources.pth").write_text("$(CURDIR)/include\n$(CURDIR)/jobs\n")'
 	@touch $@
 
 $(JARS): scripts/jars/pom.xml scripts/fetch_jars.py $(INSTALLED)
@@ -32,7 +35,7 @@ $(JARS): scripts/jars/pom.xml scripts/fetch_jars.py $(INSTALLED)
 	@touch $@
 
 $(SERVING_JAR): $(wildcard include/lakehouse/serving/java/*.java) $(JARS)
-	$(BIN)/python -m lakehouse.serving.jvm build
+	$(BIN)/python -P -m lakehouse.serving.jvm build
 
 $(COMPOSE_SCHEMA): scripts/fetch_compose_schema.py $(INSTALLED)
 	$(BIN)/python scripts/fetch_compose_schema.py
@@ -65,16 +68,16 @@ demo: bootstrap ## A finite end-to-end run: generate, run every flow once, show 
 	$(BIN)/lakehouse show gold.device_status --limit 8
 
 up: bootstrap ## Run the platform: Airflow (UI + API) with the DAGs, a generator feeding the lake, the SQL server
-	$(BIN)/python -m lakehouse.platform.embedded up
+	$(BIN)/python -P -m lakehouse.platform.embedded up
 
 down: ## Stop exactly what `make up` started (running flows stop gracefully first)
-	@if [ -x $(BIN)/python ]; then $(BIN)/python -m lakehouse.platform.embedded down; fi
+	@if [ -x $(BIN)/python ]; then $(BIN)/python -P -m lakehouse.platform.embedded down; fi
 
 stack-up: bootstrap ## The production topology natively: Kafka (KRaft), Spark master+worker, Postgres, Airflow on them
-	$(BIN)/python -m lakehouse.platform.stack up
+	$(BIN)/python -P -m lakehouse.platform.stack up
 
 stack-down: ## Stop exactly what `make stack-up` started
-	@if [ -x $(BIN)/python ]; then $(BIN)/python -m lakehouse.platform.stack down; fi
+	@if [ -x $(BIN)/python ]; then $(BIN)/python -P -m lakehouse.platform.stack down; fi
 
 N ?= 100
 stress: bootstrap ## Fault-injection run of N random steps (kills, restarts, backfills, late data); prints figures

@@ -86,3 +86,27 @@ def test_make_demo_runs_end_to_end(cli_env: dict[str, str]) -> None:
     quarantined = read_table(lake.table("quarantine.silver_device_events")).height  # unregistered devices
     assert quarantined > 0 and read_table(lake.table("silver.device_events")).height + quarantined == 5000
     assert "gold.device_type_stats: " in result.stdout and "latest 8" in result.stdout
+
+
+def test_a_lake_in_the_working_directory_does_not_shadow_the_package(tmp_path: Path) -> None:
+    """The default lake is ./lakehouse: once it has control/, models/, ... it must not become the
+    ``lakehouse`` package for any Python started there (make down, Airflow tasks, Spark workers)."""
+    for folder in ("control", "platform", "models", "quality"):
+        (tmp_path / "lakehouse" / folder).mkdir(parents=True)
+    (tmp_path / "pipelines" / "iot").mkdir(parents=True)
+    python = str(REPO / ".venv/bin/python")
+    probe = "import lakehouse.control, pipelines.iot.pipeline; print(lakehouse.control.FlowControl.__name__)"
+    imported = subprocess.run(
+        [python, "-c", probe], cwd=tmp_path, capture_output=True, text=True, timeout=120
+    )
+    assert imported.returncode == 0, imported.stderr
+    assert imported.stdout.strip() == "FlowControl"
+    down = subprocess.run(
+        [python, "-m", "lakehouse.platform.embedded", "--help"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert down.returncode == 0, down.stderr
+    assert "up,down" in down.stdout
