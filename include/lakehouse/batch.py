@@ -5,7 +5,7 @@ leaves the same table. With ``downstream=True`` the tables reading the backfille
 recomputed too, each over the slice the change can reach (for windows: every window that
 overlaps it). Streams reading a backfilled table skip the rewrite (``skipChangeCommits``).
 
-Flows whose transform keeps its own state with event-time timers (``Table(state=...)``) cannot
+Flows whose transform keeps its own state with event-time timers (``StreamingTable(state=...)``) cannot
 run as a batch query: timers fire only as a stream's watermark passes them. Their backfill
 *replays* the slice's inputs (see :func:`lakehouse.slices.input_slice`) through the same plan as a bounded
 stream (``availableNow``, a throwaway checkpoint), then replaces the slice with what it emitted:

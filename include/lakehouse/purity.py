@@ -44,7 +44,7 @@ class ImpureTransform(SpecError):
     """A transform read or wrote data or changed the session: it must be a pure function."""
 
 
-READ = "read data", "declare the input as an upstream or a lookup (Table(upstreams=..., lookups=...))"
+READ = "read data", "declare the input as an upstream or a lookup (upstreams=..., lookups=... of its table)"
 SQL = (
     "ran SQL",
     "SQL text can read any table and change the session; use DataFrame methods (F.expr or "

@@ -17,7 +17,7 @@ from lakehouse import purity
 from lakehouse.flow import build
 from lakehouse.models.scoring import ModelInForce, ScoredFlow
 from lakehouse.models.store import ModelUnavailable
-from lakehouse.spec import JsonFiles, Pipeline, SpecError, Table
+from lakehouse.spec import Ingest, JsonFiles, Pipeline, SpecError, StreamingTable
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -37,9 +37,9 @@ def flow(spark: SparkSession, lake: Lake, transform: Callable[[DataFrame], DataF
     pipeline = Pipeline(
         "purity",
         tables=[
-            Table("bronze.purity", source=JsonFiles(schema="id STRING NOT NULL, v INT")),
-            Table("silver.purity", upstreams=["bronze.purity"], transform=lambda df: df),
-            Table("gold.purity", upstreams=["silver.purity"], transform=transform),
+            Ingest("bronze.purity", source=JsonFiles(schema="id STRING NOT NULL, v INT")),
+            StreamingTable("silver.purity", upstreams=["bronze.purity"], transform=lambda df: df),
+            StreamingTable("gold.purity", upstreams=["silver.purity"], transform=transform),
         ],
     )
     spark.createDataFrame(ROWS, "id STRING, v INT").write.format("delta").save(lake.table("silver.purity"))

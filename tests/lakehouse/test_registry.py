@@ -22,10 +22,10 @@ def write_package(root: Path, name: str, files: dict[str, str]) -> str:
 
 
 PIPELINE = """
-from lakehouse.spec import JsonFiles, Pipeline, Table
+from lakehouse.spec import Ingest, JsonFiles, Pipeline, StreamingTable
 pipeline = Pipeline(name={name!r}, tables=[
-    Table({bronze!r}, source=JsonFiles(schema="id STRING NOT NULL, ts TIMESTAMP"), event_time="ts"),
-    Table({silver!r}, upstreams=[{bronze!r}], transform="transforms:clean", event_time="ts"),
+    Ingest({bronze!r}, source=JsonFiles(schema="id STRING NOT NULL, ts TIMESTAMP"), event_time="ts"),
+    StreamingTable({silver!r}, upstreams=[{bronze!r}], transform="transforms:clean", event_time="ts"),
 ])
 """
 

@@ -1,14 +1,14 @@
 """Yahoo Streaming Benchmark: ad events -> views joined to their campaign -> counts per campaign
 in 10-second event-time windows. Declarations only."""
 
-from lakehouse.spec import Aggregate, JsonFiles, Lookup, Pipeline, Table, Window
+from lakehouse.spec import Aggregate, Ingest, JsonFiles, Lookup, Pipeline, StreamingTable, Window
 
 pipeline = Pipeline(
     name="ysb",
     description="Yahoo Streaming Benchmark: views per campaign in 10-second windows.",
     lookups=[Lookup("campaigns", schema="ad_id STRING, campaign_id STRING")],
     tables=[
-        Table(
+        Ingest(
             "bronze.ad_events",
             description="Ad events as received.",
             source=JsonFiles(
@@ -18,7 +18,7 @@ pipeline = Pipeline(
             ),
             event_time="event_time",
         ),
-        Table(
+        StreamingTable(
             "silver.ad_views",
             description="Views with their campaign.",
             upstreams=["bronze.ad_events"],
@@ -27,7 +27,7 @@ pipeline = Pipeline(
             event_time="event_time",
             watermark="10 seconds",
         ),
-        Table(
+        StreamingTable(
             "gold.campaign_windows",
             description="Views per campaign in 10-second windows.",
             upstreams=["silver.ad_views"],

@@ -12,6 +12,8 @@ wrong, where, and how to fix it, never halfway through a stream.
                    (bronze; ``Source``: a kind of your own), ``Lookup`` (reference data)
 ``modes``          ``Append``, ``Upsert``, ``Aggregate`` (+ ``Window``), ``Scd1``, ``Scd2``,
                    ``Recompute``: how a table is written
+``kinds``          ``Ingest``, ``StreamingTable``, ``ApplyChanges``, ``MaterializedView``: a table,
+                   declared by its kind (each returns a ``Table``, the model runners read)
 ``table``          ``Table``, ``Upstream``, ``State``
 ``models``         ``Model``: a model trained from a table, scoring another
 ``pipeline``       ``Pipeline``: the graph of tables, checked as a whole
@@ -22,6 +24,7 @@ wrong, where, and how to fix it, never halfway through a stream.
 
 from lakehouse.spec.durations import SpecError, parse_duration
 from lakehouse.spec.expectations import Expectation, gxe
+from lakehouse.spec.kinds import ApplyChanges, Ingest, MaterializedView, StreamingTable
 from lakehouse.spec.models import Model
 from lakehouse.spec.modes import (
     Aggregate,
@@ -53,14 +56,17 @@ __all__ = [
     "LAYERS",
     "Aggregate",
     "Append",
+    "ApplyChanges",
     "ChangeMode",
     "Column",
     "CsvFiles",
     "DeltaTable",
     "Expectation",
+    "Ingest",
     "JsonFiles",
     "KafkaTopic",
     "Lookup",
+    "MaterializedView",
     "Model",
     "ParquetFiles",
     "Pipeline",
@@ -70,6 +76,7 @@ __all__ = [
     "Source",
     "SpecError",
     "State",
+    "StreamingTable",
     "Table",
     "TransformRef",
     "Upsert",

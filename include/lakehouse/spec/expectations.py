@@ -6,7 +6,7 @@ what to do with failing rows; it reads exactly like GX::
 
     from lakehouse.quality import gxe  # or: from lakehouse.spec import gxe
 
-    Table(
+    StreamingTable(
         "silver.device_events",
         ...,
         expectations=[  # every row, in streams and backfills

@@ -23,6 +23,14 @@ CHANGES_LAYER = "changes"
 PLATFORM_DATABASES: tuple[str, ...] = (QUARANTINE_LAYER, CHANGES_LAYER, "ops", "models")
 QUARANTINE_REASONS = "_failed_expectations"  # a quarantine row's column: the expectations it failed
 TransformRef = str | Callable[..., Any]
+DEFAULT_FRESHNESS = "15 minutes"
+# A table's kind: the constructor that declared it (lakehouse.spec.kinds), and what it requires.
+KINDS: dict[str, str] = {
+    "ingest": "Ingest",
+    "streaming": "StreamingTable",
+    "changes": "ApplyChanges",
+    "view": "MaterializedView",
+}
 
 
 def quarantine_name(table: str) -> str:
@@ -34,6 +42,17 @@ def changes_name(table: str) -> str:
     """``silver.customers`` -> ``changes.silver_customers``: the change log of an ``Scd1`` or
     ``Scd2`` table (every change it applied, as change rows)."""
     return f"{CHANGES_LAYER}.{table.replace('.', '_', 1)}"
+
+
+def kind_for(write: object, *, has_source: bool = False) -> str:
+    """The kind (a key of :data:`KINDS`) a table with this write mode and origin is."""
+    if has_source:
+        return "ingest"
+    if getattr(write, "applies_changes", False):
+        return "changes"
+    if getattr(write, "recomputes", False):
+        return "view"
+    return "streaming"
 
 
 @frozen
@@ -62,7 +81,7 @@ class Upstream:
 
 
 def upstreams(value: Sequence[str | Upstream]) -> tuple[Upstream, ...]:
-    """Converter of ``Table(upstreams=...)``: table names or :class:`Upstream` declarations."""
+    """Converter of ``upstreams=`` of a table: table names or :class:`Upstream` declarations."""
     return tuple(u if isinstance(u, Upstream) else Upstream(u) for u in value)
 
 
@@ -101,7 +120,11 @@ class State:
 
 @frozen
 class Table:
-    """One Delta table and the flow that produces it.
+    """One Delta table and the flow that produces it: the model every runner reads.
+
+    Declare tables with their kind's constructor (``Ingest``, ``StreamingTable``,
+    ``ApplyChanges``, ``MaterializedView`` in :mod:`lakehouse.spec.kinds`); ``kind`` names it.
+    Fields:
 
     - ``name``: ``"<layer>.<table>"``, unique across all pipelines (``silver.device_events``).
     - ``source`` (bronze) or ``upstreams`` (silver, gold): where rows come from. A bronze table
@@ -133,12 +156,14 @@ class Table:
     state: State | None = None
     partition_by: tuple[str, ...] = field(default=(), converter=names)
     description: str = ""
-    freshness: str = "15 minutes"
+    freshness: str = DEFAULT_FRESHNESS
     expectations: tuple[Expectation, ...] = field(default=(), converter=tuple)
     checks: tuple[Expectation, ...] = field(default=(), converter=tuple)
     model: str | None = None
+    kind: str | None = None
 
     def __attrs_post_init__(self) -> None:
+        self._check_kind()
         if isinstance(self.write, WriteMode):  # else _check says what to declare
             self._imply(self.write.implied_expectations(self), self.write.implied_checks(self))
         self._check()
@@ -257,6 +282,36 @@ class Table:
             self._check_state()
         for problem in problems(self.expectations, self.checks, aggregate=self.write.updates_rows):
             raise self.fail(problem)
+
+    def _check_kind(self) -> None:
+        """The old form, ``Table(...)``, gets the constructor to use instead; a kind's constructor
+        gets the write modes it takes."""
+        if self.kind is None:
+            raise self.fail(
+                f"declare it with {self._fitting_kind()}(...) from lakehouse.spec, not Table(...): "
+                "each kind of table has its own constructor (Ingest, StreamingTable, ApplyChanges, "
+                "MaterializedView), which takes only what that kind can have; see docs/concepts.md"
+            )
+        if self.kind not in KINDS:
+            raise self.fail(f"kind={self.kind!r} is not a kind of table: one of {', '.join(KINDS)}")
+        if not isinstance(self.write, WriteMode):
+            return  # _check says what to declare
+        mode = type(self.write).__name__
+        if self.kind == "ingest" and (self.write.applies_changes or self.write.recomputes):
+            raise self.fail(
+                f"Ingest writes what it reads as it arrives, it cannot be written with {mode}: "
+                "ingest change events with Ingest(...) and apply them with ApplyChanges(...)"
+            )
+        fitting = self._fitting_kind()
+        if self.kind != "ingest" and fitting != KINDS[self.kind]:
+            raise self.fail(
+                f"a {KINDS[self.kind]} cannot be written with {mode}: declare it with "
+                f"{fitting}(..., write={mode}(...))"
+            )
+
+    def _fitting_kind(self) -> str:
+        """The constructor this table's origin and write mode call for."""
+        return KINDS[kind_for(self.write, has_source=bool(self.sources))]
 
     def _check_origin(self) -> None:
         if not self.sources and not self.upstreams:

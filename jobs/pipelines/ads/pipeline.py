@@ -36,10 +36,11 @@ from lakehouse.quality import gxe
 from lakehouse.spec import (
     Aggregate,
     Append,
+    Ingest,
     JsonFiles,
     Pipeline,
     State,
-    Table,
+    StreamingTable,
     Upsert,
     Upstream,
     parse_duration,
@@ -54,7 +55,7 @@ pipeline = Pipeline(
     description="Ad impressions and clicks: attribution, click-through rates, user sessions.",
     generator="generator:generate",
     tables=[
-        Table(
+        Ingest(
             "bronze.impressions",
             description="Ad impressions as received; malformed lines kept with _parse_error.",
             source=JsonFiles(
@@ -64,7 +65,7 @@ pipeline = Pipeline(
             ),
             event_time="impression_time",
         ),
-        Table(
+        Ingest(
             "bronze.clicks",
             description="Ad clicks as received; malformed lines kept with _parse_error.",
             source=JsonFiles(
@@ -73,7 +74,7 @@ pipeline = Pipeline(
             ),
             event_time="click_time",
         ),
-        Table(
+        StreamingTable(
             "silver.impressions",
             description="Typed impressions, deduplicated on impression_id.",
             upstreams=["bronze.impressions"],
@@ -83,7 +84,7 @@ pipeline = Pipeline(
             write=Append(keys=["impression_id"]),
             checks=[gxe.ExpectColumnValuesToBeUnique(column="impression_id", name="impression_id_unique")],
         ),
-        Table(
+        StreamingTable(
             "silver.clicks",
             description="Typed clicks, deduplicated on click_id.",
             upstreams=["bronze.clicks"],
@@ -93,7 +94,7 @@ pipeline = Pipeline(
             write=Append(keys=["click_id"]),
             checks=[gxe.ExpectColumnValuesToBeUnique(column="click_id", name="click_id_unique")],
         ),
-        Table(
+        StreamingTable(
             "gold.attributed_clicks",
             description="Clicks with the impression of the same ad they followed by at most 1 hour.",
             upstreams=[
@@ -111,7 +112,7 @@ pipeline = Pipeline(
                 )
             ],
         ),
-        Table(
+        StreamingTable(
             "gold.impression_clicks",
             description="Every impression with its clicks; with null click columns once no click "
             "can match it any more.",
@@ -119,7 +120,7 @@ pipeline = Pipeline(
             transform="transforms:impression_clicks",
             event_time="impression_time",
         ),
-        Table(
+        StreamingTable(
             "gold.campaign_ctr",
             description="Impressions, attributed clicks and click-through rate per campaign per hour.",
             upstreams=[impressions, Upstream("gold.attributed_clicks", CLICKS_LATE)],
@@ -132,7 +133,7 @@ pipeline = Pipeline(
                 )
             ],
         ),
-        Table(
+        StreamingTable(
             "gold.user_activity",
             description="Status changes of each user (active, idle, offline) with their session.",
             upstreams=[impressions, clicks],
@@ -140,7 +141,7 @@ pipeline = Pipeline(
             event_time="status_time",
             state=State(timeout=OFFLINE_AFTER),
         ),
-        Table(
+        StreamingTable(
             "gold.user_status",
             description="The latest status of each user.",
             upstreams=["gold.user_activity"],

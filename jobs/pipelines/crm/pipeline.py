@@ -26,7 +26,17 @@ Declarations only: no pyspark (nor GX) here: Airflow imports this module when pa
 """
 
 from lakehouse.quality import gxe
-from lakehouse.spec import JsonFiles, KafkaTopic, Pipeline, Recompute, Scd1, Scd2, Table
+from lakehouse.spec import (
+    ApplyChanges,
+    Ingest,
+    JsonFiles,
+    KafkaTopic,
+    MaterializedView,
+    Pipeline,
+    Recompute,
+    Scd1,
+    Scd2,
+)
 from pipelines.crm.constants import CUSTOMER_CHANGES, CUSTOMER_TOPIC, ORDER_CHANGES, ORDER_TOPIC, SEQUENCE
 
 pipeline = Pipeline(
@@ -34,7 +44,7 @@ pipeline = Pipeline(
     description="Customers and orders from a Debezium change feed: current state, history, as-of joins.",
     generator="generator:generate",
     tables=[
-        Table(
+        Ingest(
             "bronze.customer_changes",
             description="Change events of the customers table, in Debezium's envelope, as received.",
             source=[
@@ -43,36 +53,36 @@ pipeline = Pipeline(
             ],
             freshness="10 minutes",
         ),
-        Table(
+        Ingest(
             "bronze.order_changes",
             description="Change events of the orders table, in Debezium's envelope, as received.",
             source=[JsonFiles(schema=ORDER_CHANGES), KafkaTopic(schema=ORDER_CHANGES, topics=[ORDER_TOPIC])],
             freshness="10 minutes",
         ),
-        Table(
+        ApplyChanges(
             "silver.customers",
             description="Every customer as they are now (deleted customers have no row).",
-            upstreams=["bronze.customer_changes"],
+            upstream="bronze.customer_changes",
             write=Scd1(keys=["customer_id"], sequence_by=[SEQUENCE]),
             freshness="10 minutes",
         ),
-        Table(
+        ApplyChanges(
             "silver.customer_history",
             description="Every version of each customer's segment and country, with its validity.",
-            upstreams=["bronze.customer_changes"],
+            upstream="bronze.customer_changes",
             write=Scd2(
                 keys=["customer_id"], sequence_by=[SEQUENCE], track=["segment", "country"], ignore=["email"]
             ),
             freshness="10 minutes",
         ),
-        Table(
+        ApplyChanges(
             "silver.orders",
             description="Every order as it is now (cancelled orders, deleted in the database, have no row).",
-            upstreams=["bronze.order_changes"],
+            upstream="bronze.order_changes",
             write=Scd1(keys=["order_id"], sequence_by=[SEQUENCE]),
             freshness="10 minutes",
         ),
-        Table(
+        MaterializedView(
             "gold.orders_with_customer",
             description="Each order with the customer's segment and country when it was placed.",
             upstreams=["silver.orders", "silver.customer_history"],
@@ -90,7 +100,7 @@ pipeline = Pipeline(
                 ),
             ],
         ),
-        Table(
+        MaterializedView(
             "gold.customers_by_segment_daily",
             description="Customers per segment at the end of each day, from the history.",
             upstreams=["silver.customer_history"],

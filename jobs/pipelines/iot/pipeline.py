@@ -35,7 +35,18 @@ Declarations only: no pyspark (nor GX) here: Airflow imports this module when pa
 """
 
 from lakehouse.quality import gxe
-from lakehouse.spec import Aggregate, Append, JsonFiles, KafkaTopic, Lookup, Model, Pipeline, Table, Upsert
+from lakehouse.spec import (
+    Aggregate,
+    Append,
+    Ingest,
+    JsonFiles,
+    KafkaTopic,
+    Lookup,
+    Model,
+    Pipeline,
+    StreamingTable,
+    Upsert,
+)
 from pipelines.iot.checks import GOLD_WINDOWS_COMPLETE, GOLD_WINDOWS_MATCH_SILVER, STATUS_MATCHES_SILVER
 from pipelines.iot.constants import EVENT_SCHEMA, TOPIC, WATERMARK, WINDOW
 
@@ -67,7 +78,7 @@ pipeline = Pipeline(
         )
     ],
     tables=[
-        Table(
+        Ingest(
             "bronze.device_events",
             description="Device events as received; malformed lines kept with _parse_error.",
             source=[JsonFiles(schema=EVENT_SCHEMA), KafkaTopic(schema=EVENT_SCHEMA, topics=[TOPIC])],
@@ -91,7 +102,7 @@ pipeline = Pipeline(
                 ),
             ],
         ),
-        Table(
+        StreamingTable(
             "silver.device_events",
             description="Typed, deduplicated device events enriched with the device registry.",
             upstreams=["bronze.device_events"],
@@ -142,7 +153,7 @@ pipeline = Pipeline(
                 ),
             ],
         ),
-        Table(
+        StreamingTable(
             "gold.device_type_stats",
             description="Signal statistics per device type in 10-minute windows sliding by 5.",
             upstreams=["silver.device_events"],
@@ -167,7 +178,7 @@ pipeline = Pipeline(
                 ),
             ],
         ),
-        Table(
+        StreamingTable(
             "gold.device_status",
             description="Latest event per device, with an alert when the signal exceeds the "
             "device's threshold.",
@@ -185,7 +196,7 @@ pipeline = Pipeline(
                 ),
             ],
         ),
-        Table(
+        StreamingTable(
             "gold.device_anomaly_scores",
             description="Every event scored by the anomaly model in force; anomalies: WHERE anomaly.",
             upstreams=["silver.device_events"],

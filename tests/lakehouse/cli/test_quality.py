@@ -16,12 +16,12 @@ runner = CliRunner()
 
 BROKEN = """
 from lakehouse.quality import gxe
-from lakehouse.spec import JsonFiles, Pipeline, Table
+from lakehouse.spec import Ingest, JsonFiles, Pipeline
 
 pipeline = Pipeline(
     name="broken",
     tables=[
-        Table(
+        Ingest(
             "bronze.broken_events",
             source=JsonFiles(schema="id STRING NOT NULL, x DOUBLE"),
             expectations=[gxe.ExpectColumnValuesToBeBetwen(column="x", max_value=1, action="drop")],

@@ -73,10 +73,10 @@ def test_a_newly_declared_table_appears_without_ddl_and_leaves_with_its_spec(ser
     extra.mkdir()
     (extra / "__init__.py").touch()
     (extra / "pipeline.py").write_text(
-        "from lakehouse.spec import JsonFiles, Pipeline, Table\n"
+        "from lakehouse.spec import Ingest, JsonFiles, Pipeline, StreamingTable\n"
         "pipeline = Pipeline(name='extra', tables=[\n"
-        "    Table('bronze.extra_events', source=JsonFiles(schema='id STRING NOT NULL')),\n"
-        "    Table('gold.extra_counts', upstreams=['bronze.extra_events'], transform='transforms:count'),\n"
+        "    Ingest('bronze.extra_events', source=JsonFiles(schema='id STRING NOT NULL')),\n"
+        "    StreamingTable('gold.extra_counts', upstreams=['bronze.extra_events'], transform='transforms:count'),\n"
         "])\n"
     )
     path = f"{served.env['LAKEHOUSE_ROOT']}/tables/gold/extra_counts"

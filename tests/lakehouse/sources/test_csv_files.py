@@ -14,7 +14,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from lakehouse.generators import Landing
-from lakehouse.spec import CsvFiles, Pipeline, SpecError, Table
+from lakehouse.spec import CsvFiles, Ingest, Pipeline, SpecError, StreamingTable
 from lakehouse.spec.sources import PARSE_ERROR, RAW_RECORD, SOURCE_FILE
 
 if TYPE_CHECKING:
@@ -51,8 +51,8 @@ def total(df: DataFrame) -> DataFrame:
 PIPELINE = Pipeline(
     "csv_shop",
     tables=[
-        Table("bronze.csv_orders", source=CsvFiles(schema=SCHEMA, delimiter=";"), event_time="ordered_at"),
-        Table("silver.csv_totals", upstreams=["bronze.csv_orders"], transform=total),
+        Ingest("bronze.csv_orders", source=CsvFiles(schema=SCHEMA, delimiter=";"), event_time="ordered_at"),
+        StreamingTable("silver.csv_totals", upstreams=["bronze.csv_orders"], transform=total),
     ],
 )
 

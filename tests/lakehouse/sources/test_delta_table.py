@@ -11,7 +11,7 @@ import pytest
 from delta.tables import DeltaTable as Delta
 from pyspark.sql import DataFrame
 
-from lakehouse.spec import DeltaTable, Pipeline, SpecError, Table
+from lakehouse.spec import DeltaTable, Ingest, Pipeline, SpecError, StreamingTable
 from lakehouse.spec.sources import PARSE_ERROR
 
 if TYPE_CHECKING:
@@ -32,8 +32,8 @@ def changes_pipeline(path: str) -> Pipeline:
     return Pipeline(
         "delta_feed",
         tables=[
-            Table("bronze.feed_changes", source=DeltaTable(schema=SCHEMA, path=path)),
-            Table("silver.feed_latest", upstreams=["bronze.feed_changes"], transform=latest_images),
+            Ingest("bronze.feed_changes", source=DeltaTable(schema=SCHEMA, path=path)),
+            StreamingTable("silver.feed_latest", upstreams=["bronze.feed_changes"], transform=latest_images),
         ],
     )
 
@@ -81,8 +81,8 @@ def appends_pipeline() -> Pipeline:
     return Pipeline(
         "delta_appends",
         tables=[
-            Table("bronze.partner_orders", source=DeltaTable(schema=SCHEMA, table="partner.orders")),
-            Table(
+            Ingest("bronze.partner_orders", source=DeltaTable(schema=SCHEMA, table="partner.orders")),
+            StreamingTable(
                 "silver.partner_big",
                 upstreams=["bronze.partner_orders"],
                 transform=lambda df: df.where("amount >= 2").select("id", "amount"),

@@ -8,7 +8,7 @@ import pytest
 from attrs import evolve
 
 from lakehouse.sources import kafka_servers
-from lakehouse.spec import KafkaTopic, Pipeline, SpecError, Table
+from lakehouse.spec import Ingest, KafkaTopic, Pipeline, SpecError
 
 SCHEMA = "id STRING NOT NULL, at TIMESTAMP NOT NULL"
 
@@ -16,7 +16,7 @@ SCHEMA = "id STRING NOT NULL, at TIMESTAMP NOT NULL"
 def test_a_topic_is_declared_like_a_file_source() -> None:
     source = KafkaTopic(schema=SCHEMA, topics="orders", max_offsets_per_trigger=500)
     assert source.topics == ("orders",) and [c.name for c in source.columns] == ["id", "at"]
-    table = Table("bronze.orders", source=source, event_time="at")
+    table = Ingest("bronze.orders", source=source, event_time="at")
     assert table.source is source
 
 
@@ -37,11 +37,11 @@ def test_mistakes_are_reported_on_declaration(kwargs: dict, message: str) -> Non
 
 def test_event_time_must_be_in_the_value_schema() -> None:
     with pytest.raises(SpecError, match="not a column of the source schema"):
-        Table("bronze.orders", source=KafkaTopic(schema=SCHEMA, topics=["o"]), event_time="ts")
+        Ingest("bronze.orders", source=KafkaTopic(schema=SCHEMA, topics=["o"]), event_time="ts")
 
 
 def test_brokers_come_from_the_declaration_or_the_configuration() -> None:
-    table = Table("bronze.orders", source=KafkaTopic(schema=SCHEMA, topics=["o"]))
+    table = Ingest("bronze.orders", source=KafkaTopic(schema=SCHEMA, topics=["o"]))
     with pytest.raises(SpecError, match="LAKEHOUSE_KAFKA_BOOTSTRAP_SERVERS=host:9092"):
         kafka_servers(table.source, table)
     own = KafkaTopic(schema=SCHEMA, topics=["o"], bootstrap_servers="b:1")

@@ -15,7 +15,7 @@ from pyspark.sql import functions as F
 from lakehouse.generators import Landing
 from lakehouse.lake import Lake
 from lakehouse.sources.landing import landing_path
-from lakehouse.spec import ParquetFiles, Pipeline, Table
+from lakehouse.spec import Ingest, ParquetFiles, Pipeline, StreamingTable
 from lakehouse.spec.sources import PARSE_ERROR, RAW_RECORD
 
 SCHEMA = "sensor STRING NOT NULL, reading DOUBLE, step BIGINT"
@@ -37,8 +37,8 @@ def positive(df: DataFrame) -> DataFrame:
 PIPELINE = Pipeline(
     "parquet_plant",
     tables=[
-        Table("bronze.pq_readings", source=ParquetFiles(schema=SCHEMA)),
-        Table("silver.pq_scaled", upstreams=["bronze.pq_readings"], transform=positive),
+        Ingest("bronze.pq_readings", source=ParquetFiles(schema=SCHEMA)),
+        StreamingTable("silver.pq_scaled", upstreams=["bronze.pq_readings"], transform=positive),
     ],
 )
 

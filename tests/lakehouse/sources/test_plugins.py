@@ -12,7 +12,16 @@ import pytest
 import lakehouse
 from lakehouse import spec
 from lakehouse.sources import SourceReader, reader_for
-from lakehouse.spec import CsvFiles, DeltaTable, JsonFiles, KafkaTopic, ParquetFiles, Source, SpecError, Table
+from lakehouse.spec import (
+    CsvFiles,
+    DeltaTable,
+    Ingest,
+    JsonFiles,
+    KafkaTopic,
+    ParquetFiles,
+    Source,
+    SpecError,
+)
 
 ROOT = Path(lakehouse.__file__).parent
 SOURCE_PACKAGES = ("sources", "spec/sources")
@@ -81,7 +90,7 @@ def test_a_kind_of_your_own_plugs_in_by_its_reader_string() -> None:
         reader = "lakehouse.sources.protocol:SourceReader"
         schema = "a INT"
 
-    table = Table("bronze.mine", source=Rows())
+    table = Ingest("bronze.mine", source=Rows())
     assert table.source.label("p", "mine") == "rows" and isinstance(reader_for(table.source), SourceReader)
 
 
@@ -97,7 +106,7 @@ def test_a_missing_reader_is_named() -> None:
 
 def test_a_table_source_must_be_a_source_declaration() -> None:
     with pytest.raises(SpecError, match="is not a source declaration"):
-        Table("bronze.x", source="landing/x")  # type: ignore[arg-type]
+        Ingest("bronze.x", source="landing/x")  # type: ignore[arg-type]
 
 
 def test_the_cockpit_labels_each_kind_by_where_it_reads() -> None:

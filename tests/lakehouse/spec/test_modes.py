@@ -13,18 +13,22 @@ from lakehouse.slices import Slice, affected_slice, input_slice
 from lakehouse.spec import (
     Aggregate,
     Append,
+    ApplyChanges,
+    Ingest,
     JsonFiles,
     Pipeline,
     Recompute,
     Scd1,
     Scd2,
     SpecError,
+    StreamingTable,
     Table,
     Upsert,
     Window,
     WriteMode,
 )
 from lakehouse.spec.modes import Declared
+from lakehouse.spec.table import kind_for
 
 T0 = datetime(2026, 3, 1, 10, 0, tzinfo=UTC)
 SOURCE = JsonFiles(schema="id STRING, ts TIMESTAMP")
@@ -32,7 +36,7 @@ SOURCE = JsonFiles(schema="id STRING, ts TIMESTAMP")
 
 def gold(write: WriteMode, **kwargs: object) -> Table:
     base: dict[str, object] = {"upstreams": ["silver.e"], "transform": "t:f", "event_time": "ts"}
-    return Table("gold.t", write=write, **{**base, **kwargs})  # type: ignore[arg-type]
+    return Table("gold.t", write=write, kind=kind_for(write), **{**base, **kwargs})  # type: ignore[arg-type]
 
 
 def test_every_mode_names_its_kind_and_its_writer_module() -> None:
@@ -77,7 +81,7 @@ def test_keys_and_dedup_are_the_modes() -> None:
     assert deduped.keys == ("id",) and deduped.dedupes
     assert not gold(Append()).dedupes
     # Keys that only name rows: of bronze lines, and of a scored table's rows.
-    assert not Table("bronze.b", source=SOURCE, write=Append(keys="id")).dedupes
+    assert not Ingest("bronze.b", source=SOURCE, write=Append(keys="id")).dedupes
     assert not gold(Append(keys="id"), watermark="1 hour", model="m").dedupes
 
 
@@ -111,9 +115,9 @@ def test_slices_ask_the_mode_how_far_a_backfill_reads_and_a_change_reaches() -> 
     ("declare", "message"),
     [
         (
-            lambda: Table(
+            lambda: ApplyChanges(
                 "silver.h",
-                upstreams=["bronze.c"],
+                upstream="bronze.c",
                 partition_by=["segment"],
                 write=Scd2(keys="id", sequence_by="source.lsn", track=["segment"]),
             ),
@@ -155,8 +159,8 @@ def test_mode_checks_fail_with_the_table_named(declare, message: str | None) -> 
 
 
 def test_an_aggregate_checks_each_upstream_it_reads() -> None:
-    bronze = Table("bronze.x", source=SOURCE, event_time="ts")
-    silver = Table("silver.e", upstreams=["bronze.x"], transform="t:f", event_time="ts")
+    bronze = Ingest("bronze.x", source=SOURCE, event_time="ts")
+    silver = StreamingTable("silver.e", upstreams=["bronze.x"], transform="t:f", event_time="ts")
     table = gold(Aggregate(Window("1 hour")))  # no watermark bounds its windows
     with pytest.raises(
         SpecError, match=r"windowed aggregate, so upstream 'silver.e' needs .* and a watermark"

@@ -10,16 +10,21 @@ import pytest
 from lakehouse.spec import (
     Aggregate,
     Append,
+    ApplyChanges,
+    Ingest,
     JsonFiles,
     KafkaTopic,
     Lookup,
+    MaterializedView,
     Pipeline,
     Recompute,
     Scd1,
     Scd2,
     SpecError,
+    StreamingTable,
     Table,
     Upsert,
+    Upstream,
     Window,
     ddl_columns,
     debezium_schema,
@@ -30,15 +35,15 @@ SOURCE = JsonFiles(schema="id STRING NOT NULL, ts TIMESTAMP NOT NULL, v DOUBLE")
 
 
 def bronze(name: str = "bronze.raw") -> Table:
-    return Table(name, source=SOURCE, event_time="ts")
+    return Ingest(name, source=SOURCE, event_time="ts")
 
 
 def silver(name: str = "silver.clean", upstream: str = "bronze.raw", **kw: object) -> Table:
-    return Table(name, upstreams=[upstream], transform="t:f", event_time="ts", **kw)  # type: ignore[arg-type]
+    return Table(name, kind="streaming", upstreams=[upstream], transform="t:f", event_time="ts", **kw)  # type: ignore[arg-type]
 
 
 def test_a_valid_pipeline_orders_tables_upstream_first() -> None:
-    gold = Table(
+    gold = StreamingTable(
         "gold.stats",
         upstreams=["silver.clean"],
         transform="t:g",
@@ -61,8 +66,8 @@ def test_unknown_upstream_is_named_with_the_declared_tables() -> None:
 
 
 def test_cycle_is_reported_as_a_path() -> None:
-    a = Table("silver.a", upstreams=["silver.b"], transform="t:f")
-    b = Table("silver.b", upstreams=["silver.a"], transform="t:f")
+    a = StreamingTable("silver.a", upstreams=["silver.b"], transform="t:f")
+    b = StreamingTable("silver.b", upstreams=["silver.a"], transform="t:f")
     with pytest.raises(SpecError, match=r"cycle: silver\.a -> silver\.b -> silver\.a"):
         Pipeline("p", tables=[a, b])
 
@@ -74,7 +79,7 @@ def test_duplicate_table_name() -> None:
 
 def test_windowed_aggregate_without_event_time_column() -> None:
     with pytest.raises(SpecError, match=r"Aggregate needs an event-time column"):
-        Table(
+        StreamingTable(
             "gold.stats",
             upstreams=["silver.clean"],
             transform="t:g",
@@ -83,8 +88,8 @@ def test_windowed_aggregate_without_event_time_column() -> None:
 
 
 def test_windowed_aggregate_over_an_upstream_without_event_time() -> None:
-    plain = Table("silver.plain", upstreams=["bronze.raw"], transform="t:f")
-    gold = Table(
+    plain = StreamingTable("silver.plain", upstreams=["bronze.raw"], transform="t:f")
+    gold = StreamingTable(
         "gold.stats",
         upstreams=["silver.plain"],
         transform="t:g",
@@ -108,7 +113,7 @@ def test_windowed_aggregate_over_an_upstream_without_event_time() -> None:
 def test_table_level_mistakes(kwargs: dict[str, object], message: str) -> None:
     base: dict[str, object] = {"upstreams": ["bronze.raw"], "transform": "t:f"}
     with pytest.raises(SpecError, match=message):
-        Table("silver.x", **{**base, **kwargs})  # type: ignore[arg-type]
+        Table("silver.x", kind="streaming", **{**base, **kwargs})  # type: ignore[arg-type]
 
 
 def test_write_modes_carry_what_they_need_and_say_what_is_missing() -> None:
@@ -118,10 +123,10 @@ def test_write_modes_carry_what_they_need_and_say_what_is_missing() -> None:
         Upsert(keys=["id"], sequence_by=[])
     with pytest.raises(TypeError):
         Aggregate()  # type: ignore[call-arg]  # a window is required
-    upsert = Table("silver.u", upstreams=["bronze.raw"], transform="t:f", write=Upsert("id", "ts"))
+    upsert = StreamingTable("silver.u", upstreams=["bronze.raw"], transform="t:f", write=Upsert("id", "ts"))
     assert upsert.keys == ("id",) and upsert.write.sequence_by == ("ts",) and not upsert.dedupes
     assert Append(keys="id").keys == ("id",)
-    stats = Table(
+    stats = StreamingTable(
         "gold.s", upstreams=["silver.clean"], transform="t:g", event_time="start",
         write=Aggregate(Window("1 hour", "30 minutes"), group_by=["type"]),
     )  # fmt: skip
@@ -132,33 +137,35 @@ def test_write_modes_carry_what_they_need_and_say_what_is_missing() -> None:
 def test_a_bronze_table_names_alternative_sources_and_the_deployment_picks_one() -> None:
     files = JsonFiles(schema="id STRING NOT NULL, ts TIMESTAMP NOT NULL")
     kafka = KafkaTopic(schema="id STRING NOT NULL, ts TIMESTAMP NOT NULL", topics="events")
-    table = Table("bronze.events", source=[files, kafka], event_time="ts")
+    table = Ingest("bronze.events", source=[files, kafka], event_time="ts")
     assert table.source == files and table.sources == (files, kafka)  # the first is the default
     pipeline = Pipeline("p", tables=[table])
     chosen = pipeline.configured("kafka", "broker:9092").table("bronze.events").source
     assert isinstance(chosen, KafkaTopic) and chosen.bootstrap_servers == "broker:9092"
     assert pipeline.configured("files", "broker:9092").table("bronze.events").source == files
     assert pipeline.table("bronze.events").source == files  # the declaration itself is unchanged
-    only_files = Pipeline("q", tables=[Table("bronze.f", source=files)])
+    only_files = Pipeline("q", tables=[Ingest("bronze.f", source=files)])
     assert only_files.configured("kafka").table("bronze.f").source == files  # offers files only
     other = KafkaTopic(schema="id STRING NOT NULL", topics="events")
     with pytest.raises(SpecError, match=r"alternative sources declare different schemas"):
-        Table("bronze.x", source=[files, other])
+        Ingest("bronze.x", source=[files, other])
     with pytest.raises(SpecError, match=r"two sources of one kind"):
-        Table("bronze.x", source=[files, files])
+        Ingest("bronze.x", source=[files, files])
 
 
 def test_names_layers_and_origins() -> None:
     with pytest.raises(SpecError, match=r"must be '<layer>.<name>'"):
-        Table("platinum.x", source=SOURCE)
+        Ingest("platinum.x", source=SOURCE)
     with pytest.raises(SpecError, match=r"neither a source"):
-        Table("silver.x", transform="t:f")
-    with pytest.raises(SpecError, match=r"both a source and upstreams"):
-        Table("bronze.x", source=SOURCE, upstreams=["bronze.y"])
-    with pytest.raises(SpecError, match=r"declares no transform"):
-        Table("silver.x", upstreams=["bronze.raw"])
+        StreamingTable("silver.x", upstreams=[], transform="t:f")
+    with pytest.raises(TypeError, match=r"unexpected keyword argument 'upstreams'"):
+        Ingest("bronze.x", source=SOURCE, upstreams=["bronze.y"])  # type: ignore[call-arg]
+    with pytest.raises(TypeError, match=r"missing 1 required keyword-only argument: 'transform'"):
+        StreamingTable("silver.x", upstreams=["bronze.raw"])  # type: ignore[call-arg]
+    with pytest.raises(SpecError, match=r"both a source and upstreams"):  # the model still checks
+        Table("bronze.x", kind="ingest", source=SOURCE, upstreams=["bronze.y"])
     with pytest.raises(SpecError, match=r"event_time 'when' is not a column of the source schema"):
-        Table("bronze.x", source=SOURCE, event_time="when")
+        Ingest("bronze.x", source=SOURCE, event_time="when")
 
 
 def test_dedupe_needs_a_watermark_and_lookups_must_be_declared() -> None:
@@ -192,14 +199,15 @@ def test_durations_and_ddl() -> None:
 
 
 def test_upstream_lookback_and_lookahead_are_durations_on_event_time() -> None:
-    from lakehouse.spec import Upstream
 
     up = Upstream("silver.clean", watermark="3 hours", lookahead="1 hour")
     assert up.lookahead_delta == timedelta(hours=1) and up.lookback_delta == timedelta(0)
     with pytest.raises(SpecError, match=r"upstream 'bronze.raw' lookahead: 'an hour' is not a duration"):
-        Table("silver.x", upstreams=[Upstream("bronze.raw", lookahead="an hour")], transform="t:f")
-    plain = Table("silver.plain", upstreams=["bronze.raw"], transform="t:f")
-    joined = Table("gold.j", upstreams=[Upstream("silver.plain", lookback="1 hour")], transform="t:g")
+        StreamingTable("silver.x", upstreams=[Upstream("bronze.raw", lookahead="an hour")], transform="t:f")
+    plain = StreamingTable("silver.plain", upstreams=["bronze.raw"], transform="t:f")
+    joined = StreamingTable(
+        "gold.j", upstreams=[Upstream("silver.plain", lookback="1 hour")], transform="t:g"
+    )
     with pytest.raises(SpecError, match=r"reads upstream 'silver.plain' with a lookback.*declare event_time"):
         Pipeline("p", tables=[bronze(), plain, joined])
 
@@ -219,7 +227,14 @@ def test_state_needs_event_time_watermarks_and_a_fitting_write_mode(
     from lakehouse.spec import State
 
     with pytest.raises(SpecError, match=message):
-        Table("gold.s", upstreams=["bronze.raw"], transform="t:f", state=State("30 minutes"), **kwargs)  # type: ignore[arg-type]
+        Table(
+            "gold.s",
+            kind="streaming",
+            upstreams=["bronze.raw"],
+            transform="t:f",
+            state=State("30 minutes"),
+            **kwargs,
+        )  # type: ignore[arg-type]
 
 
 def test_state_durations_are_checked_on_declaration() -> None:
@@ -229,7 +244,7 @@ def test_state_durations_are_checked_on_declaration() -> None:
     assert State("30 minutes", history="1 day").history_delta == timedelta(days=1)
     with pytest.raises(SpecError, match=r"'half an hour' is not a duration"):
         State("half an hour")
-    table = Table(
+    table = StreamingTable(
         "gold.s", upstreams=["bronze.raw"], transform="t:f", event_time="ts", watermark="1 hour",
         state=State("30 minutes"),
     )  # fmt: skip
@@ -241,7 +256,7 @@ def changes_table(**kwargs: object) -> Table:
         "upstreams": ["bronze.changes"],
         "write": Scd2(keys=["id"], sequence_by=["source.lsn"]),
     }
-    return Table("silver.history", **{**base, **kwargs})  # type: ignore[arg-type]
+    return Table("silver.history", kind="changes", **{**base, **kwargs})  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize(
@@ -272,32 +287,79 @@ def test_change_feed_mistakes(declare, message: str) -> None:
 
 
 def test_change_tables_imply_their_contract_and_are_read_by_recomputed_tables() -> None:
-    changes = Table(
+    changes = Ingest(
         "bronze.changes", source=JsonFiles(schema=debezium_schema("id BIGINT NOT NULL, seg STRING"))
     )
-    history = Table(
-        "silver.history", upstreams=["bronze.changes"], write=Scd2(keys="id", sequence_by="source.lsn")
+    history = ApplyChanges(
+        "silver.history", upstream="bronze.changes", write=Scd2(keys="id", sequence_by="source.lsn")
     )
     assert history.keys == ("id",) and history.applies_changes and history.changes == "changes.silver_history"
     assert [e.action for e in history.expectations] == ["drop"] * 4
     assert [c.label for c in history.checks] == ["rows_match_change_log", "versions_do_not_overlap"]
     assert "{changes.silver_history}" in history.checks[0].kwargs["unexpected_rows_query"]
     assert history.write.describe() == "SCD type 2 (history) on id, in order of source.lsn"
-    reader = Table("gold.counts", upstreams=["silver.history"], transform="t:f")
+    reader = StreamingTable("gold.counts", upstreams=["silver.history"], transform="t:f")
     with pytest.raises(
         SpecError, match=r"reads 'silver.history', whose writes change rows .* write=Recompute"
     ):
         Pipeline("p", tables=[changes, history, reader])
-    counts = Table(
+    counts = MaterializedView(
         "gold.counts", upstreams=["silver.history"], transform="t:f", write=Recompute(keys=["seg"])
     )
     assert Pipeline("p", tables=[changes, history, counts]).table("gold.counts").recomputes
     with pytest.raises(SpecError, match=r"Recompute reads its upstreams whole"):
-        Table(
-            "gold.counts",
-            upstreams=["silver.history"],
-            transform="t:f",
-            write=Recompute(),
-            watermark="1 hour",
+        MaterializedView(
+            "gold.counts", upstreams=[Upstream("silver.history", watermark="1 hour")], transform="t:f"
         )
+    with pytest.raises(TypeError, match=r"unexpected keyword argument 'watermark'"):
+        MaterializedView("gold.counts", upstreams=["silver.history"], transform="t:f", watermark="1 hour")  # type: ignore[call-arg]
     assert attrs.evolve(history).expectations == history.expectations, "implied once, not per rebuild"
+
+
+@pytest.mark.parametrize(
+    ("declaration", "constructor"),
+    [
+        ({"name": "bronze.x", "source": SOURCE}, "Ingest"),
+        ({"name": "silver.x", "upstreams": ["bronze.x"], "transform": "t:f"}, "StreamingTable"),
+        (
+            {"name": "silver.x", "upstreams": ["bronze.x"], "write": Scd1(keys=["id"], sequence_by=["s"])},
+            "ApplyChanges",
+        ),
+        (
+            {"name": "gold.x", "upstreams": ["silver.x"], "transform": "t:f", "write": Recompute()},
+            "MaterializedView",
+        ),
+    ],
+)
+def test_the_old_form_names_the_constructor_to_use(declaration: dict[str, object], constructor: str) -> None:
+    with pytest.raises(
+        SpecError, match=rf"declare it with {constructor}\(\.\.\.\) from lakehouse.spec, not Table"
+    ):
+        Table(**declaration)  # type: ignore[arg-type]
+
+
+def test_each_kind_takes_only_its_write_modes() -> None:
+    scd = Scd2(keys=["id"], sequence_by=["s"])
+    with pytest.raises(
+        SpecError, match=r"a StreamingTable cannot be written with Scd2: declare it with ApplyChanges"
+    ):
+        StreamingTable("silver.x", upstreams=["bronze.raw"], transform="t:f", write=scd)
+    with pytest.raises(
+        SpecError, match=r"a StreamingTable cannot be written with Recompute: .*MaterializedView"
+    ):
+        StreamingTable("gold.x", upstreams=["silver.x"], transform="t:f", write=Recompute())
+    with pytest.raises(
+        SpecError, match=r"Ingest writes what it reads as it arrives, it cannot be written with Scd2"
+    ):
+        Ingest("bronze.x", source=SOURCE, write=scd)
+    with pytest.raises(SpecError, match=r"kind='lake' is not a kind of table"):
+        Table("bronze.x", kind="lake", source=SOURCE)
+    changes = ApplyChanges("silver.h", upstream="bronze.changes", write=scd)
+    view = MaterializedView("gold.v", upstreams=["silver.h"], transform="t:f")
+    assert (changes.kind, changes.upstream_names, view.kind, view.write) == (
+        "changes",
+        ("bronze.changes",),
+        "view",
+        Recompute(),
+    )
+    assert [bronze().kind, silver().kind] == ["ingest", "streaming"]

@@ -5,13 +5,13 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 from lakehouse.slices import Slice
-from lakehouse.spec import Aggregate, Table, Window
+from lakehouse.spec import Aggregate, StreamingTable, Window
 from lakehouse.writes import Origin, TableWriter
 from lakehouse.writes.aggregate import AggregateWriter
 
 T0 = datetime(2026, 3, 1, 10, 0)
 SCHEMA = "window_start TIMESTAMP, kind STRING, events BIGINT"
-TABLE = Table(
+TABLE = StreamingTable(
     "gold.counts", upstreams=["silver.e"], transform="t:f", event_time="window_start", watermark="1 hour",
     write=Aggregate(Window("1 hour"), group_by="kind"),
 )  # fmt: skip

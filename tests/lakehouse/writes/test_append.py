@@ -5,13 +5,13 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 from lakehouse.slices import Slice
-from lakehouse.spec import Append, Table
+from lakehouse.spec import Append, StreamingTable
 from lakehouse.writes import Origin, TableWriter, writer_for
 from lakehouse.writes.append import AppendWriter
 
 T0 = datetime(2026, 3, 1, 10, 0)
 SCHEMA = "id STRING, ts TIMESTAMP, v BIGINT"
-TABLE = Table("silver.t", upstreams=["bronze.x"], transform="t:f", event_time="ts", write=Append())
+TABLE = StreamingTable("silver.t", upstreams=["bronze.x"], transform="t:f", event_time="ts", write=Append())
 
 
 def rows(spark, *values: tuple[str, int, int]):

@@ -13,19 +13,19 @@ from pyspark.sql import DataFrame, SparkSession
 
 from lakehouse.changes import normalize
 from lakehouse.lake import Lake
-from lakehouse.spec import Scd1, Scd2, SpecError, Table, debezium_schema
+from lakehouse.spec import ApplyChanges, Scd1, Scd2, SpecError, Table, debezium_schema
 from lakehouse.spec.modes.scd import CHANGE_OP
 from lakehouse.writes.history import ChangeApplier, current_state, versions
 
 ROW = "id BIGINT NOT NULL, name STRING, segment STRING"
 ENVELOPE = debezium_schema(ROW)
-HISTORY = Table(
+HISTORY = ApplyChanges(
     "silver.history",
-    upstreams=["bronze.feed"],
+    upstream="bronze.feed",
     write=Scd2(keys=["id"], sequence_by=["source.lsn"], track=["segment"]),
 )
-CURRENT = Table(
-    "silver.current", upstreams=["bronze.feed"], write=Scd1(keys=["id"], sequence_by=["source.lsn"])
+CURRENT = ApplyChanges(
+    "silver.current", upstream="bronze.feed", write=Scd1(keys=["id"], sequence_by=["source.lsn"])
 )
 T0 = 1_772_352_000_000  # 2026-03-01 08:00 UTC, in ms
 

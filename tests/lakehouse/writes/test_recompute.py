@@ -12,7 +12,7 @@ SCHEMA = "k STRING, n BIGINT"
 
 
 def table(**kwargs: object) -> Table:
-    return Table("gold.r", upstreams=["silver.h"], transform="t:f", **kwargs)  # type: ignore[arg-type]
+    return Table("gold.r", kind="view", upstreams=["silver.h"], transform="t:f", **kwargs)  # type: ignore[arg-type]
 
 
 def held(read, lake) -> dict[str, int]:

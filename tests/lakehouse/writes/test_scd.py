@@ -6,12 +6,12 @@ from __future__ import annotations
 from datetime import datetime
 
 from lakehouse.slices import ALL_TIME, Slice
-from lakehouse.spec import Scd1, Table
+from lakehouse.spec import ApplyChanges, Scd1
 from lakehouse.writes import TableWriter
 from lakehouse.writes.scd import ChangeWriter
 
-TABLE = Table(
-    "silver.customers", upstreams=["bronze.changes"], write=Scd1(keys="id", sequence_by="source.lsn")
+TABLE = ApplyChanges(
+    "silver.customers", upstream="bronze.changes", write=Scd1(keys="id", sequence_by="source.lsn")
 )
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from lakehouse.slices import Slice
-from lakehouse.spec import SpecError, Table
+from lakehouse.spec import SpecError, StreamingTable, Table
 from lakehouse.writes import Origin, TableWriter
 
 HERE = Path(__file__).resolve().parent
@@ -48,7 +48,7 @@ def held(read, lake, table: Table) -> list[tuple[str, float, float]]:
 
 
 def test_a_snapshot_keeps_the_last_row_of_each_key_and_day(spark, lake, read, snapshot) -> None:
-    table = Table(
+    table = StreamingTable(
         "gold.daily", upstreams=["silver.readings"], transform="t:f", event_time="ts",
         write=snapshot(keys="device"),
     )  # fmt: skip
@@ -71,4 +71,6 @@ def test_a_snapshot_keeps_the_last_row_of_each_key_and_day(spark, lake, read, sn
 
 def test_the_snapshot_declaration_checks_its_table(snapshot) -> None:
     with pytest.raises(SpecError, match=r"table 'gold.daily': Snapshot needs event_time="):
-        Table("gold.daily", upstreams=["silver.readings"], transform="t:f", write=snapshot(keys="device"))
+        StreamingTable(
+            "gold.daily", upstreams=["silver.readings"], transform="t:f", write=snapshot(keys="device")
+        )

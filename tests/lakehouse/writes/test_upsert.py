@@ -5,12 +5,12 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 from lakehouse.slices import ALL_TIME, Slice
-from lakehouse.spec import Table, Upsert
+from lakehouse.spec import StreamingTable, Upsert
 from lakehouse.writes import Origin, TableWriter
 
 T0 = datetime(2026, 3, 1, 10, 0)
 SCHEMA = "device STRING, ts TIMESTAMP, status STRING"
-TABLE = Table(
+TABLE = StreamingTable(
     "gold.status", upstreams=["silver.e"], transform="t:f", event_time="ts",
     write=Upsert(keys="device", sequence_by="ts"),
 )  # fmt: skip

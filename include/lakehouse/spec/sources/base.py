@@ -136,7 +136,7 @@ class LandingFiles(Source):
 
 
 def sources(value: Source | Sequence[Source] | None) -> tuple[Source, ...]:
-    """Converter of ``Table(source=...)``: one source, or alternatives (the first is the default)."""
+    """Converter of ``Ingest(source=...)``: one source, or alternatives (the first is the default)."""
     if value is None:
         return ()
     found = (value,) if isinstance(value, Source) else tuple(value)

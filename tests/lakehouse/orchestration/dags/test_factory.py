@@ -189,9 +189,9 @@ def test_a_new_pipeline_gets_its_dags_and_a_new_kind_of_dag_is_one_line(
     (package / "pipeline.py").write_text(
         textwrap.dedent(
             """
-            from lakehouse.spec import JsonFiles, Pipeline, Table
+            from lakehouse.spec import Ingest, JsonFiles, Pipeline
 
-            pipeline = Pipeline(name="orders", tables=[Table("bronze.orders", source=JsonFiles(
+            pipeline = Pipeline(name="orders", tables=[Ingest("bronze.orders", source=JsonFiles(
                 schema="order_id STRING NOT NULL, order_time TIMESTAMP NOT NULL"), event_time="order_time")])
             """
         )
