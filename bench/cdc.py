@@ -32,13 +32,13 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from lakehouse import registry
-from lakehouse.batch import backfill
-from lakehouse.config import Settings
-from lakehouse.generators import Landing
-from lakehouse.lake import Lake
-from lakehouse.session import spark_session
+from lakehouse.core.config import Settings
+from lakehouse.core.lake import Lake
+from lakehouse.plan.generators import Landing
+from lakehouse.run.batch import backfill
+from lakehouse.run.stream import StreamRunner
 from lakehouse.slices import ALL_TIME
-from lakehouse.stream import StreamRunner
+from lakehouse.state.session import spark_session
 from pipelines.crm.generator import CUSTOMERS, generate
 
 RESULTS = Path(__file__).resolve().parent / "results"

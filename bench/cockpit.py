@@ -27,8 +27,8 @@ from deltalake import write_deltalake
 
 from lakehouse import registry
 from lakehouse.cockpit import metrics, views
-from lakehouse.config import Settings
-from lakehouse.lake import Lake
+from lakehouse.core.config import Settings
+from lakehouse.core.lake import Lake
 from lakehouse.monitoring.ops_tables import PROGRESS_TABLE
 from lakehouse.monitoring.progress import SCHEMA
 from lakehouse.monitoring.upkeep import maintain_ops_tables

@@ -29,12 +29,12 @@ from pathlib import Path
 import pyarrow.compute as pc
 
 from lakehouse import registry
-from lakehouse.config import Settings
-from lakehouse.generators import Landing, atomic_write, iso
-from lakehouse.lake import Lake
+from lakehouse.core.config import Settings
+from lakehouse.core.lake import Lake
 from lakehouse.monitoring.ops_tables import read_table
-from lakehouse.session import spark_session
-from lakehouse.stream import StreamRunner, Trigger, stop_gracefully
+from lakehouse.plan.generators import Landing, atomic_write, iso
+from lakehouse.run.stream import StreamRunner, Trigger, stop_gracefully
+from lakehouse.state.session import spark_session
 from pipelines.iot.generator import DEVICE_TYPES, device_name, generate
 
 RESULTS = Path(__file__).resolve().parent / "results"

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from lakehouse import delta, registry
-from lakehouse.lake import Lake
+from lakehouse.core.lake import Lake
 from lakehouse.writes import Origin, TableWriter
 
 if TYPE_CHECKING:
@@ -184,8 +184,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args(argv)
-    from lakehouse.config import Settings
-    from lakehouse.session import spark_session
+    from lakehouse.core.config import Settings
+    from lakehouse.state.session import spark_session
 
     with tempfile.TemporaryDirectory(prefix="lakehouse-growth-") as tmp:
         settings = Settings(root=f"{tmp}/spark", spark_master=f"local[{CORES}]", shuffle_partitions=CORES,

@@ -1,7 +1,7 @@
 """What an idle continuous flow costs: CPU of the driver's JVM while a stream with a 0-second
 trigger has nothing to read, for a Delta source (a silver or gold flow) and for a landing
 directory of 1,000 files (a bronze flow), at Spark's 10 ms polling and at the platform's
-(``spark.sql.streaming.pollingDelay``, see ``lakehouse.session``).
+(``spark.sql.streaming.pollingDelay``, see ``lakehouse.state.session``).
 
 Each case runs in a fresh driver process (``local[2]``), catches up, then samples the JVM's CPU
 time from ``/proc`` for ``--seconds``. Writes ``bench/results/idle.json``; figures are printed,
@@ -20,7 +20,7 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
-from lakehouse.session import POLLING_DELAY
+from lakehouse.state.session import POLLING_DELAY
 
 RESULTS = Path(__file__).resolve().parent / "results"
 SPARK_DEFAULT = "10ms"
@@ -41,8 +41,8 @@ def jvm_cpu_seconds() -> float:
 
 def one_case(source: str, delay: str, seconds: float) -> float:
     """Cores the idle stream's JVM uses (run inside a fresh process)."""
-    from lakehouse.config import Settings
-    from lakehouse.session import spark_session
+    from lakehouse.core.config import Settings
+    from lakehouse.state.session import spark_session
 
     work = Path(tempfile.mkdtemp(prefix="bench-idle-"))
     spark = spark_session(

@@ -26,14 +26,14 @@ from pathlib import Path
 import attrs
 
 from lakehouse import registry
-from lakehouse.config import Settings
-from lakehouse.generators import Landing
-from lakehouse.lake import Lake
+from lakehouse.core.config import Settings
+from lakehouse.core.lake import Lake
 from lakehouse.models.training import train
-from lakehouse.session import spark_session
+from lakehouse.plan.generators import Landing
+from lakehouse.run.stream import StreamRunner
 from lakehouse.slices import Slice
 from lakehouse.spec import Append
-from lakehouse.stream import StreamRunner
+from lakehouse.state.session import spark_session
 from pipelines.iot.generator import generate
 
 RESULTS = Path(__file__).resolve().parent / "results"

@@ -136,12 +136,12 @@ def driver_tree(pids: set[int]) -> tuple[float, float]:
 
 
 def drivers(settle: float) -> None:
-    from lakehouse.config import Settings
-    from lakehouse.control import FlowControl
-    from lakehouse.generators import Landing
-    from lakehouse.lake import Lake
+    from lakehouse.core.config import Settings
+    from lakehouse.core.lake import Lake
     from lakehouse.orchestration import operations
+    from lakehouse.plan.generators import Landing
     from lakehouse.registry import get
+    from lakehouse.state.control import FlowControl
     from pipelines.iot.generator import generate
 
     print(f"Shared driver vs one driver per flow (local[*], 4 flows of iot); load {load()}")
@@ -187,13 +187,13 @@ def drivers(settle: float) -> None:
 def memory(minutes: float, warmup: float = 5.0) -> None:
     import polars as pl
 
-    from lakehouse.config import Settings
-    from lakehouse.control import FlowControl
-    from lakehouse.generators import Landing
-    from lakehouse.lake import Lake
+    from lakehouse.core.config import Settings
+    from lakehouse.core.lake import Lake
     from lakehouse.monitoring.progress import ProgressLog
     from lakehouse.orchestration import operations
+    from lakehouse.plan.generators import Landing
     from lakehouse.registry import get
+    from lakehouse.state.control import FlowControl
     from pipelines.iot.generator import generate
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -284,9 +284,9 @@ def trigger_deploy(platform: Any, token: str) -> None:
 
 
 def restart() -> None:
-    from lakehouse.config import Settings
-    from lakehouse.control import FlowControl
+    from lakehouse.core.config import Settings
     from lakehouse.platform.embedded import Platform
+    from lakehouse.state.control import FlowControl
 
     with tempfile.TemporaryDirectory() as tmp:
         env = {
@@ -336,12 +336,12 @@ def restart() -> None:
 
 def first_start(minutes: float) -> None:
     from lakehouse import registry
-    from lakehouse.config import Settings
-    from lakehouse.control import FlowControl
-    from lakehouse.lake import Lake
+    from lakehouse.core.config import Settings
+    from lakehouse.core.lake import Lake
     from lakehouse.monitoring.ops_tables import read_table
     from lakehouse.orchestration import operations
     from lakehouse.platform.embedded import Platform
+    from lakehouse.state.control import FlowControl
 
     golds = [f for f in FLOWS if f.startswith("gold.")]
     with tempfile.TemporaryDirectory() as tmp:
@@ -435,7 +435,7 @@ def _settled(loads: list[tuple[float, float]], limit: float) -> float | None:
 def started_since(conf, since: datetime) -> bool:
     import polars as pl
 
-    from lakehouse.lake import Lake
+    from lakehouse.core.lake import Lake
     from lakehouse.monitoring.progress import ProgressLog
 
     events = ProgressLog(Lake.from_settings(conf)).read(since=since)

@@ -12,7 +12,7 @@ against a real continuous driver (``lakehouse run iot --trigger continuous``, a 
 - ``restart``: a new driver, resuming from the checkpoints;
 - ``backfill``: what the scheduled ``iot_backfill`` DAG runs (every flow, ``--downstream``) over
   a random day, in this process, while the driver streams, lags behind, and new hours, late and
-  too-late events keep landing: the flows pause for it (``lakehouse.coordination``).
+  too-late events keep landing: the flows pause for it (``lakehouse.run.coordination``).
 
 At the end every flow drains, then the verdict: every landing line once in bronze or its
 quarantine; every valid event id exactly once in silver, except events that came too late
@@ -43,9 +43,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from lakehouse import registry
-from lakehouse.generators import Landing
-from lakehouse.lake import Lake
+from lakehouse.core.lake import Lake
 from lakehouse.monitoring.ops_tables import read_table
+from lakehouse.plan.generators import Landing
 from lakehouse.spec import Upsert, quarantine_name
 from pipelines.iot.generator import device_name, generate, registry_csv
 
@@ -251,8 +251,8 @@ class Script:
     def backfill(self) -> None:
         """What the scheduled backfill DAG runs (every flow, downstream) over a random day of
         what landed, beside the running (and maybe lagging) stream."""
-        from lakehouse.config import Settings
-        from lakehouse.coordination import backfill
+        from lakehouse.core.config import Settings
+        from lakehouse.run.coordination import backfill
         from lakehouse.slices import Slice
 
         day = self.rng.randrange(0, self.hours // 24 + 1)
@@ -400,7 +400,7 @@ def gold_differences(spark: SparkSession, lake: Lake, pipeline: Pipeline) -> lis
     """Each gold table against a batch recompute from silver with the same plan (empty: equal)."""
     from pyspark.testing import assertDataFrameEqual
 
-    from lakehouse.flow import build
+    from lakehouse.plan.flow import build
     from lakehouse.writes.upsert import latest_per_key
 
     out = []
@@ -435,8 +435,8 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--events-per-hour", type=int, default=300)
     args = parser.parse_args()
-    from lakehouse.config import Settings
-    from lakehouse.session import spark_session
+    from lakehouse.core.config import Settings
+    from lakehouse.state.session import spark_session
 
     with tempfile.TemporaryDirectory(prefix="lakehouse-stress-") as tmp:
         settings = Settings(root=f"{tmp}/spark", spark_master="local[2]", shuffle_partitions=2, spark_ui=False,

@@ -9,7 +9,7 @@ events (``--files`` hourly files, read one file per micro-batch as a stream catc
 - throughput, in two regimes (many small batches: ``--files`` files; large files: ``--throughput-
   events`` in ``--throughput-files``): the ``ysb`` platform pipeline (``bench/benchpipelines/ysb``,
   discovered only here) run as streams to completion (availableNow), against the same three
-  queries written by hand in plain PySpark; and one ``lakehouse.batch.backfill`` of the day
+  queries written by hand in plain PySpark; and one ``lakehouse.run.batch.backfill`` of the day
   against the same layers written by hand as batch jobs: landing rows per second per core, ratios;
 - freshness in continuous mode: a probe event written to the landing zone until its campaign's
   window is visible in gold through the three layers, p50 and p95, for the platform and for the
@@ -37,8 +37,8 @@ BENCH = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH))  # the benchpipelines package
 
 from lakehouse import registry  # noqa: E402
-from lakehouse.generators import atomic_write  # noqa: E402
-from lakehouse.lake import Lake  # noqa: E402
+from lakehouse.core.lake import Lake  # noqa: E402
+from lakehouse.plan.generators import atomic_write  # noqa: E402
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -105,7 +105,7 @@ def copy_landing(src: Lake, dst: Lake) -> None:
 
 # ---------------------------------------------------------------------- the two implementations
 def run_platform(spark: SparkSession, lake: Lake) -> float:
-    from lakehouse.stream import StreamRunner
+    from lakehouse.run.stream import StreamRunner
 
     spec = pipeline()
     began = time.perf_counter()
@@ -221,7 +221,7 @@ def run_plain_batch(spark: SparkSession, root: Path) -> float:
 
 
 def run_backfill(spark: SparkSession, lake: Lake) -> float:
-    from lakehouse.batch import backfill
+    from lakehouse.run.batch import backfill
     from lakehouse.slices import Slice
 
     began = time.perf_counter()
@@ -243,7 +243,7 @@ def freshness(
     import pyarrow.compute as pc
 
     from lakehouse.monitoring.ops_tables import read_table
-    from lakehouse.stream import StreamRunner, Trigger, stop_gracefully
+    from lakehouse.run.stream import StreamRunner, Trigger, stop_gracefully
 
     spec = pipeline()
     rng = random.Random(9)
@@ -428,8 +428,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--interval", default="0 seconds", help="Trigger interval of the freshness run.")
     parser.add_argument("--out", type=Path, default=RESULTS, help="Directory of latest.json and latest.png.")
     args = parser.parse_args(argv)
-    from lakehouse.config import Settings
-    from lakehouse.session import spark_session
+    from lakehouse.core.config import Settings
+    from lakehouse.state.session import spark_session
 
     with tempfile.TemporaryDirectory(prefix="lakehouse-ysb-") as tmp:
         settings = Settings(root=f"{tmp}/spark", spark_master=f"local[{CORES}]", shuffle_partitions=CORES,

@@ -23,12 +23,12 @@ from typing import TYPE_CHECKING
 from attrs import evolve
 
 from lakehouse import registry
-from lakehouse.config import Settings
-from lakehouse.flow import build
-from lakehouse.generators import Landing
-from lakehouse.lake import Lake
-from lakehouse.session import spark_session
-from lakehouse.stream import StreamRunner
+from lakehouse.core.config import Settings
+from lakehouse.core.lake import Lake
+from lakehouse.plan.flow import build
+from lakehouse.plan.generators import Landing
+from lakehouse.run.stream import StreamRunner
+from lakehouse.state.session import spark_session
 from pipelines.iot.generator import generate
 
 if TYPE_CHECKING:

@@ -16,9 +16,9 @@ import pytest
 from xdist.scheduler import LoadScopeScheduling
 
 from lakehouse import registry
-from lakehouse.config import Settings
-from lakehouse.generators import Landing
-from lakehouse.lake import Lake
+from lakehouse.core.config import Settings
+from lakehouse.core.lake import Lake
+from lakehouse.plan.generators import Landing
 from lakehouse.spec import Pipeline
 
 if TYPE_CHECKING:
@@ -103,7 +103,7 @@ def spark_settings(tmp_path_factory: pytest.TempPathFactory) -> Settings:
 
 @pytest.fixture(scope="session")
 def spark(spark_settings: Settings) -> Iterator[SparkSession]:
-    from lakehouse.session import spark_session
+    from lakehouse.state.session import spark_session
 
     session = spark_session(spark_settings, app_name="lakehouse-tests")
     yield session
@@ -145,7 +145,7 @@ class LiveFlows:
     def __init__(
         self, spark: SparkSession, lake: Lake, pipeline: Pipeline, tables: list[str] | None, interval: str
     ) -> None:
-        from lakehouse.stream import StreamRunner, Trigger
+        from lakehouse.run.stream import StreamRunner, Trigger
 
         self.runner = StreamRunner(spark, lake, pipeline)
         self.queries = [
@@ -158,7 +158,7 @@ class LiveFlows:
             query.processAllAvailable()
 
     def stop(self) -> None:
-        from lakehouse.stream import stop_gracefully
+        from lakehouse.run.stream import stop_gracefully
 
         for query in self.queries:
             stop_gracefully(query)

@@ -91,7 +91,7 @@ def test_links_between_pages_point_at_files() -> None:
 
 
 def test_every_setting_is_in_the_configuration_table() -> None:
-    from lakehouse.config import Settings
+    from lakehouse.core.config import Settings
 
     table = (REPO / "docs" / "operate.md").read_text().split("## Configuration", 1)[1]
     missing = [

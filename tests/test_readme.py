@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from lakehouse.lake import Lake
+from lakehouse.core.lake import Lake
 from lakehouse.monitoring.ops_tables import read_table
 
 REPO = Path(__file__).resolve().parents[1]
@@ -95,7 +95,7 @@ def test_a_lake_in_the_working_directory_does_not_shadow_the_package(tmp_path: P
         (tmp_path / "lakehouse" / folder).mkdir(parents=True)
     (tmp_path / "pipelines" / "iot").mkdir(parents=True)
     python = str(REPO / ".venv/bin/python")
-    probe = "import lakehouse.control, pipelines.iot.pipeline; print(lakehouse.control.FlowControl.__name__)"
+    probe = "import lakehouse.state.control, pipelines.iot.pipeline; print(lakehouse.state.control.FlowControl.__name__)"
     imported = subprocess.run(
         [python, "-c", probe], cwd=tmp_path, capture_output=True, text=True, timeout=120
     )

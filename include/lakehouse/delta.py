@@ -31,7 +31,7 @@ from delta.tables import DeltaTable
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructField, StructType
 
-from lakehouse import storage
+from lakehouse.state import storage
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -329,7 +329,7 @@ def compact(spark: SparkSession, path: str, *, what: str) -> int:
 
 def vacuum(spark: SparkSession, path: str, retention_hours: float) -> None:
     """VACUUM files no snapshot within ``retention_hours`` needs. The caller chose a safe
-    retention (``lakehouse.maintenance``); Delta's fixed 7-day check is lifted for this call.
+    retention (``lakehouse.run.maintenance``); Delta's fixed 7-day check is lifted for this call.
 
     Delta lists the table's directories in ``parallelPartitionDiscovery.parallelism`` tasks,
     10,000 by default whatever the table's size: 33-45 s for a table of 3 files on 2 cores. This

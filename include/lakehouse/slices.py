@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING
 
 from attrs import field, frozen
 
+from lakehouse.core.times import utc
 from lakehouse.spec import Table, Upstream, parse_duration
-from lakehouse.times import utc
 
 if TYPE_CHECKING:
     from collections.abc import Sequence

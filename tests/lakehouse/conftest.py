@@ -20,13 +20,13 @@ from pathlib import Path
 
 import pytest
 
-from lakehouse.batch import backfill
-from lakehouse.generators import Landing
-from lakehouse.lake import Lake
+from lakehouse.core.lake import Lake
+from lakehouse.plan.generators import Landing
+from lakehouse.run.batch import backfill
+from lakehouse.run.stream import StreamRunner
 from lakehouse.serving.tables import read_polars
 from lakehouse.slices import Slice
 from lakehouse.spec import Pipeline
-from lakehouse.stream import StreamRunner
 from pipelines.iot.generator import generate
 
 REPO = Path(__file__).resolve().parents[2]

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from lakehouse.generators import Landing, atomic_write
-from lakehouse.lake import Lake
+from lakehouse.core.lake import Lake
 from lakehouse.monitoring.progress import ProgressLog
+from lakehouse.plan.generators import Landing, atomic_write
 from lakehouse.sources import PARSE_ERROR, RESCUED, SOURCE_FILE
 from lakehouse.spec import Pipeline, quarantine_name
 from pipelines.iot.generator import generate, registry_csv

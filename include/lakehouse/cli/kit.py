@@ -18,8 +18,8 @@ from rich.console import Console
 from rich.logging import RichHandler
 
 from lakehouse import registry
-from lakehouse.config import settings
-from lakehouse.errors import OperationFailed, UsageError
+from lakehouse.core.config import settings
+from lakehouse.core.errors import OperationFailed, UsageError
 from lakehouse.spec import Pipeline
 
 console = Console(highlight=False, emoji=False)
@@ -36,7 +36,7 @@ class UserError(UsageError):
 
 def friendly(command: F) -> F:
     """Known errors become one readable line on stderr: exit 2 when the input was wrong
-    (:class:`~lakehouse.errors.UsageError`, ``ValueError``), 1 when an operation failed."""
+    (:class:`~lakehouse.core.errors.UsageError`, ``ValueError``), 1 when an operation failed."""
 
     @functools.wraps(command)
     def wrapper(*args: Any, **kwargs: Any) -> Any:

@@ -18,9 +18,9 @@ from lakehouse.cli.kit import (
     load_pipeline,
     split,
 )
-from lakehouse.config import settings
-from lakehouse.lake import Lake
-from lakehouse.session import spark_session
+from lakehouse.core.config import settings
+from lakehouse.core.lake import Lake
+from lakehouse.state.session import spark_session
 
 app = typer.Typer()
 
@@ -49,7 +49,7 @@ def maintain(
     The retention never drops below Delta's default (unless --force) and is raised to cover the
     slowest stream reading a table (in any pipeline) and the longest-running backfill, plus an hour.
     """
-    from lakehouse.maintenance import maintain as run_maintenance  # deferred: Spark
+    from lakehouse.run.maintenance import maintain as run_maintenance  # deferred: Spark
 
     spec = load_pipeline(pipeline)
     tables = split(table)

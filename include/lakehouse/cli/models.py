@@ -19,12 +19,12 @@ from lakehouse.cli.kit import (
     console,
     load_pipeline,
 )
-from lakehouse.config import settings
-from lakehouse.lake import Lake
+from lakehouse.core.config import settings
+from lakehouse.core.lake import Lake
+from lakehouse.core.times import utc
 from lakehouse.models.store import ModelStore
 from lakehouse.slices import Slice
 from lakehouse.spec import Model, Pipeline
-from lakehouse.times import utc
 
 app = typer.Typer()
 models_app = typer.Typer(
@@ -93,7 +93,7 @@ def train(
         raise UserError(f"pipeline {pipeline!r} declares no model (Pipeline(models=[...]))")
     train_range, eval_range = _range(train_start, train_end, "train"), _range(eval_start, eval_end, "eval")
     from lakehouse.models.training import train as run_training  # deferred: Spark
-    from lakehouse.session import spark_session
+    from lakehouse.state.session import spark_session
 
     conf = settings()
     spark = spark_session(conf, app_name=f"lakehouse-{pipeline}-train")

@@ -20,7 +20,7 @@ from lakehouse.cli.kit import (
     split,
     use_platform_airflow_home,
 )
-from lakehouse.config import settings
+from lakehouse.core.config import settings
 
 app = typer.Typer()
 

@@ -15,7 +15,7 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table as RichTable
 
-from lakehouse import registry, times
+from lakehouse import registry
 from lakehouse.cli.kit import (
     DATE_FORMATS,
     PipelineArgument,
@@ -25,10 +25,11 @@ from lakehouse.cli.kit import (
     console,
     load_pipeline,
 )
-from lakehouse.config import settings
-from lakehouse.generators import Landing
-from lakehouse.lake import Lake
-from lakehouse.times import utc
+from lakehouse.core import times
+from lakehouse.core.config import settings
+from lakehouse.core.lake import Lake
+from lakehouse.core.times import utc
+from lakehouse.plan.generators import Landing
 
 app = typer.Typer()
 

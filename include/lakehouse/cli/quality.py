@@ -7,10 +7,10 @@ from typing import Annotated
 import typer
 
 from lakehouse.cli.kit import PipelineArgument, commands, console, load_pipeline, split
-from lakehouse.config import settings
-from lakehouse.lake import Lake
+from lakehouse.core.config import settings
+from lakehouse.core.lake import Lake
 from lakehouse.quality.report import quality_home
-from lakehouse.session import spark_session
+from lakehouse.state.session import spark_session
 
 app = typer.Typer()
 

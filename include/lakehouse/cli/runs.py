@@ -25,12 +25,12 @@ from lakehouse.cli.kit import (
     load_pipeline,
     split,
 )
-from lakehouse.config import settings
-from lakehouse.control import DriverSignals, FlowControl, LeaseHeld, LeaseKeeper
-from lakehouse.lake import Lake
-from lakehouse.session import spark_session
+from lakehouse.core.config import settings
+from lakehouse.core.lake import Lake
+from lakehouse.core.times import utc
 from lakehouse.slices import Slice
-from lakehouse.times import utc
+from lakehouse.state.control import DriverSignals, FlowControl, LeaseHeld, LeaseKeeper
+from lakehouse.state.session import spark_session
 
 app = typer.Typer()
 
@@ -68,7 +68,7 @@ def run(
     """
     spec = load_pipeline(pipeline)
     tables = spec.select(split(flow))
-    from lakehouse.stream import FlowFailed, StreamRunner  # deferred: Spark
+    from lakehouse.run.stream import FlowFailed, StreamRunner  # deferred: Spark
 
     conf = settings()
     log = logging.getLogger("lakehouse")
@@ -163,7 +163,7 @@ def backfill(
     spec = load_pipeline(pipeline)
     flow = split(flow)
     spec.select(flow)  # unknown flow names fail before Spark starts
-    from lakehouse.coordination import backfill as run_backfill  # deferred: Spark
+    from lakehouse.run.coordination import backfill as run_backfill  # deferred: Spark
 
     conf = settings()
     spark = spark_session(conf, app_name=f"lakehouse-{pipeline}-backfill")

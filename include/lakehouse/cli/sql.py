@@ -20,7 +20,7 @@ import typer
 from rich.table import Table as RichTable
 
 from lakehouse.cli.kit import all_pipelines, commands, console, err
-from lakehouse.config import settings
+from lakehouse.core.config import settings
 from lakehouse.serving.output import OutputFormat, render
 from lakehouse.serving.passwords import PasswordError, PasswordFile
 from lakehouse.serving.statements import Engine, QueryError, split_statements

@@ -26,7 +26,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from lakehouse import registry
 from lakehouse.cockpit import metrics, views
-from lakehouse.config import Settings, settings
+from lakehouse.core.config import Settings, settings
 
 PAGE = Path(__file__).with_name("page.html")
 

@@ -21,7 +21,7 @@ from fastapi import FastAPI, HTTPException
 from fastapi.responses import FileResponse, HTMLResponse
 
 from lakehouse.cockpit.app import cockpit_app
-from lakehouse.config import settings
+from lakehouse.core.config import settings
 from lakehouse.orchestration.dags.quality import DOCS_URL_PREFIX
 from lakehouse.quality.report import docs_dir, quality_home
 

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 from deltalake import DeltaTable
 
-from lakehouse.lake import Lake
+from lakehouse.core.lake import Lake
 from lakehouse.models.store import ModelStore
 from lakehouse.monitoring.alerts import AlertLog
 from lakehouse.monitoring.ops_tables import exists, rs_uri
@@ -29,7 +29,7 @@ from lakehouse.quality.results import QualityLog
 from lakehouse.spec.table import QUARANTINE_REASONS as FAILED
 
 if TYPE_CHECKING:
-    from lakehouse.config import Settings
+    from lakehouse.core.config import Settings
     from lakehouse.monitoring.health import FlowHealth
     from lakehouse.spec import Pipeline, Table
 

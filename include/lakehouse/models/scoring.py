@@ -23,18 +23,20 @@ from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import functions as F
 
-from lakehouse import purity, registry, storage
+from lakehouse import registry
 from lakehouse.models.store import ModelStore, ModelUnavailable
+from lakehouse.plan import purity
 from lakehouse.sources import read_lookup
 from lakehouse.spec import SpecError
 from lakehouse.spec.models import MODEL_COLUMNS
+from lakehouse.state import storage
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
     from pyspark.sql import DataFrame, SparkSession
 
-    from lakehouse.lake import Lake
+    from lakehouse.core.lake import Lake
     from lakehouse.spec import Pipeline, Table
 
 log = logging.getLogger("lakehouse.models")

@@ -27,11 +27,11 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 import pyarrow as pa
 
-from lakehouse.errors import UsageError
+from lakehouse.core.errors import UsageError
 from lakehouse.monitoring.ops_tables import append_rows, read_table
 
 if TYPE_CHECKING:
-    from lakehouse.lake import Lake
+    from lakehouse.core.lake import Lake
     from lakehouse.spec import Model
 
 log = logging.getLogger("lakehouse.models")

@@ -27,7 +27,7 @@ from lakehouse.spec import SpecError
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-    from lakehouse.lake import Lake
+    from lakehouse.core.lake import Lake
     from lakehouse.spec import Model, Pipeline
 
 log = logging.getLogger("lakehouse.models")

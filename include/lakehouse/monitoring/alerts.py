@@ -7,13 +7,13 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from lakehouse import times
+from lakehouse.core import times
 from lakehouse.monitoring.ops_tables import ALERTS_TABLE, append_rows, read_table
 
 if TYPE_CHECKING:
     import polars as pl
 
-    from lakehouse.lake import Lake
+    from lakehouse.core.lake import Lake
 
 SCHEMA = pa.schema(
     [

@@ -25,7 +25,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
-    from lakehouse.control import Lease
+    from lakehouse.state.control import Lease
 
 State = Literal[
     "stopped", "healthy", "starting", "incremental", "paused", "dead", "stale", "failing", "exhausted"

@@ -27,7 +27,7 @@ from lakehouse.monitoring.ops_tables import PROGRESS_TABLE, Appender, append_row
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-    from lakehouse.lake import Lake
+    from lakehouse.core.lake import Lake
 
 log = logging.getLogger("lakehouse.progress")
 

@@ -13,7 +13,7 @@ from deltalake import DeltaTable
 from lakehouse.monitoring.ops_tables import exists, rs_uri
 
 if TYPE_CHECKING:
-    from lakehouse.lake import Lake
+    from lakehouse.core.lake import Lake
 
 
 @dataclass(frozen=True)

@@ -10,13 +10,13 @@ from typing import TYPE_CHECKING
 
 from deltalake import DeltaTable
 
-from lakehouse import times
+from lakehouse.core import times
 from lakehouse.monitoring.ops_tables import OPS_TABLES, exists, rs_uri
 
 if TYPE_CHECKING:
-    from lakehouse.lake import Lake
+    from lakehouse.core.lake import Lake
 
-log = logging.getLogger("lakehouse.maintenance")
+log = logging.getLogger("lakehouse.run.maintenance")
 
 
 def maintain_ops_tables(lake: Lake, retention_days: float) -> list[str]:

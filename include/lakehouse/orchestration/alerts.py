@@ -25,12 +25,12 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
-from lakehouse import times
-from lakehouse.config import settings
-from lakehouse.lake import Lake
+from lakehouse.core import times
+from lakehouse.core.config import settings
+from lakehouse.core.lake import Lake
 
 if TYPE_CHECKING:
-    from lakehouse.config import Settings
+    from lakehouse.core.config import Settings
 
 log = logging.getLogger("lakehouse.alerts")
 

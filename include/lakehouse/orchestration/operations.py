@@ -1,6 +1,6 @@
 """Deploy, watch, restart and stop continuous flows: what the Airflow tasks and the CLI both run.
 
-Spark-free: these functions read and write the control files (:mod:`lakehouse.control`) and
+Spark-free: these functions read and write the control files (:mod:`lakehouse.state.control`) and
 the progress table, and start drivers through a :data:`Launcher` (``spark-submit`` through the
 Airflow Spark connection, see :func:`spark_submit_launcher`).
 
@@ -23,20 +23,20 @@ from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
-from lakehouse.control import Deployment, FlowControl
-from lakehouse.errors import OperationFailed
-from lakehouse.lake import Lake
+from lakehouse.core.errors import OperationFailed
+from lakehouse.core.lake import Lake
+from lakehouse.core.processes import Proc, terminate
 from lakehouse.monitoring.health import FlowHealth, evaluate
 from lakehouse.monitoring.ops_tables import exists
 from lakehouse.monitoring.progress import ProgressLog
 from lakehouse.orchestration.submit import SPARK_CONN_ID, driver_spec, launch_detached, submit_command
-from lakehouse.processes import Proc, terminate
 from lakehouse.spec import Pipeline, SpecError, parse_duration
+from lakehouse.state.control import Deployment, FlowControl
 
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from lakehouse.config import Settings
+    from lakehouse.core.config import Settings
 
 log = logging.getLogger("lakehouse.orchestration")
 

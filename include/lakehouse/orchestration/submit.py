@@ -21,9 +21,9 @@ from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 from airflow.sdk import BaseHook
 from airflow.sdk.exceptions import AirflowNotFoundException
 
-from lakehouse.config import PROJECT_ROOT, Settings
-from lakehouse.errors import OperationFailed
-from lakehouse.session import spark_conf
+from lakehouse.core.config import PROJECT_ROOT, Settings
+from lakehouse.core.errors import OperationFailed
+from lakehouse.state.session import spark_conf
 
 DRIVER = PROJECT_ROOT / "jobs" / "driver.py"
 SPARK_CONN_ID = "spark_default"

@@ -21,8 +21,7 @@ import sys
 from typing import TYPE_CHECKING
 
 from lakehouse import registry
-from lakehouse.config import Settings, settings
-from lakehouse.control import FlowControl
+from lakehouse.core.config import Settings, settings
 from lakehouse.orchestration import operations
 from lakehouse.platform.services import (
     BIN,
@@ -36,6 +35,7 @@ from lakehouse.platform.services import (
     sql_server_ready,
     wait_ready,
 )
+from lakehouse.state.control import FlowControl
 
 if TYPE_CHECKING:
     from collections.abc import Callable

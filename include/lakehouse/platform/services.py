@@ -27,9 +27,9 @@ from typing import TYPE_CHECKING
 
 import psutil
 
-from lakehouse.config import PROJECT_ROOT, Settings
+from lakehouse.core.config import PROJECT_ROOT, Settings
+from lakehouse.core.processes import Proc
 from lakehouse.orchestration.dags import build_all
-from lakehouse.processes import Proc
 from lakehouse.serving.passwords import PasswordFile
 
 if TYPE_CHECKING:

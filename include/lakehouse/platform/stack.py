@@ -44,7 +44,7 @@ import pyspark
 from kafka import KafkaAdminClient
 from kafka.errors import KafkaError
 
-from lakehouse.config import PROJECT_ROOT, Settings, settings
+from lakehouse.core.config import PROJECT_ROOT, Settings, settings
 from lakehouse.platform.services import (
     BIN,
     Platform,

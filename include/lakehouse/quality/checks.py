@@ -35,7 +35,7 @@ if TYPE_CHECKING:
 
     from pyspark.sql import SparkSession
 
-    from lakehouse.lake import Lake
+    from lakehouse.core.lake import Lake
     from lakehouse.spec import Pipeline, Table
 
 log = logging.getLogger("lakehouse.quality")

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from lakehouse.errors import UsageError
+from lakehouse.core.errors import UsageError
 from lakehouse.quality import gx
 from lakehouse.quality.results import QualityLog, to_json
 from lakehouse.sources import PARSE_ERROR
@@ -41,7 +41,7 @@ from lakehouse.writes import FAILED, Origin
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from lakehouse.lake import Lake
+    from lakehouse.core.lake import Lake
     from lakehouse.spec import Pipeline, Table
     from lakehouse.spec.expectations import Expectation
 

@@ -42,7 +42,7 @@ from great_expectations.validator.metric_configuration import MetricConfiguratio
 from great_expectations.validator.validator import Validator
 from pyspark.sql import functions as F
 
-from lakehouse.lake import Lake
+from lakehouse.core.lake import Lake
 from lakehouse.spec import SpecError
 from lakehouse.spec.expectations import TABLE_REFERENCE, Expectation
 from lakehouse.spec.table import PLATFORM_DATABASES

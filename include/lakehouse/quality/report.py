@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import polars as pl
 
-    from lakehouse.config import Settings
+    from lakehouse.core.config import Settings
 
 DOCS_SITE = "local_site"
 SAMPLE = 5

@@ -21,7 +21,7 @@ import pyarrow as pa
 from lakehouse.monitoring.ops_tables import RESULTS_TABLE, Appender, append_rows, read_table
 
 if TYPE_CHECKING:
-    from lakehouse.lake import Lake
+    from lakehouse.core.lake import Lake
 
 
 SCHEMA = pa.schema(

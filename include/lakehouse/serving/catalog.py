@@ -29,16 +29,17 @@ from typing import TYPE_CHECKING
 
 from pyspark.errors import PySparkException
 
-from lakehouse import registry, storage
+from lakehouse import registry
 from lakehouse.spec import LAYERS
+from lakehouse.state import storage
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
     from pyspark.sql import SparkSession
 
-    from lakehouse.config import Settings
-    from lakehouse.lake import Lake
+    from lakehouse.core.config import Settings
+    from lakehouse.core.lake import Lake
     from lakehouse.spec import Pipeline
 
 log = logging.getLogger("lakehouse.catalog")

@@ -24,19 +24,19 @@ from pyspark.errors import PySparkException
 from pyspark.logger import PySparkLogger
 from thrift.transport.TTransport import TTransportException
 
-from lakehouse.errors import UsageError
-from lakehouse.lake import Lake
+from lakehouse.core.errors import UsageError
+from lakehouse.core.lake import Lake
 from lakehouse.serving.catalog import SyncReport, catalog_conf, load_pipelines, sync, wanted
 from lakehouse.serving.jvm import read_only_conf, read_only_installed, trust
 from lakehouse.serving.statements import QueryError, Result, engine_message
-from lakehouse.session import jars, launched_by_spark_submit, spark_conf, spark_session
+from lakehouse.state.session import jars, launched_by_spark_submit, spark_conf, spark_session
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
     from pyspark.sql import SparkSession
 
-    from lakehouse.config import Settings
+    from lakehouse.core.config import Settings
 
 log = logging.getLogger("lakehouse.sql")
 

@@ -17,12 +17,12 @@ from typing import TYPE_CHECKING
 
 import pyspark
 
-from lakehouse import storage
+from lakehouse.state import storage
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from lakehouse.config import Settings
+    from lakehouse.core.config import Settings
 
 JAR_NAME = "lakehouse-serving.jar"
 SOURCES = Path(__file__).parent / "java"
@@ -76,7 +76,7 @@ def _java(spark: SparkSession) -> object:
 
 
 if __name__ == "__main__":
-    from lakehouse.config import settings
+    from lakehouse.core.config import settings
 
     if sys.argv[1:] != ["build"]:
         sys.exit("usage: python -m lakehouse.serving.jvm build")

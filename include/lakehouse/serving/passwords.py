@@ -17,13 +17,13 @@ import os
 import secrets
 from typing import TYPE_CHECKING
 
-from lakehouse.errors import UsageError
+from lakehouse.core.errors import UsageError
 from lakehouse.serving.jvm import JAR_NAME, jar_path
 
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from lakehouse.config import Settings
+    from lakehouse.core.config import Settings
 
 AUTHENTICATOR = "lakehouse.serving.PasswordFileAuthenticator"
 FILE_KEY = "lakehouse.serve.password.file"

@@ -15,16 +15,16 @@ import socket
 import time
 from typing import TYPE_CHECKING
 
-from lakehouse import storage
-from lakehouse.errors import UsageError
+from lakehouse.core.errors import UsageError
 from lakehouse.serving.engine import require_read_only, serving_session, sync_catalog
 from lakehouse.serving.jvm import trust
 from lakehouse.serving.passwords import server_conf
+from lakehouse.state import storage
 
 if TYPE_CHECKING:
     import threading
 
-    from lakehouse.config import Settings
+    from lakehouse.core.config import Settings
 
 log = logging.getLogger("lakehouse.serve")
 

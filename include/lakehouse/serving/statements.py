@@ -9,7 +9,7 @@ from typing import Any, Protocol
 
 import sqlparse
 
-from lakehouse.errors import OperationFailed
+from lakehouse.core.errors import OperationFailed
 
 
 class QueryError(OperationFailed):

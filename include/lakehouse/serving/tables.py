@@ -22,8 +22,8 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 from deltalake import DeltaTable
 
-from lakehouse.config import settings as default_settings
-from lakehouse.lake import Lake
+from lakehouse.core.config import settings as default_settings
+from lakehouse.core.lake import Lake
 from lakehouse.monitoring.ops_tables import exists, rs_uri
 from lakehouse.monitoring.status import table_stats
 from lakehouse.serving.statements import Result

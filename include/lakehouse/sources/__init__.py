@@ -27,7 +27,7 @@ from lakehouse.spec.sources import ARRIVAL_TIME, INGESTED_AT, PARSE_ERROR, RAW_R
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-    from lakehouse.lake import Lake
+    from lakehouse.core.lake import Lake
     from lakehouse.spec import Lookup, Pipeline
 
 __all__ = [

@@ -31,7 +31,7 @@ from lakehouse.spec.sources import (
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-    from lakehouse.checkpoints import Checkpoint
+    from lakehouse.state.checkpoints import Checkpoint
 
 NOTHING = -1  # the consumed version of a stream that has read nothing yet
 CDF_PROPERTY = "delta.enableChangeDataFeed"

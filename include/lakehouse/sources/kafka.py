@@ -21,9 +21,9 @@ if TYPE_CHECKING:
 
     from pyspark.sql import DataFrame
 
-    from lakehouse.checkpoints import Checkpoint
-    from lakehouse.lake import Lake
+    from lakehouse.core.lake import Lake
     from lakehouse.spec import Pipeline, Table
+    from lakehouse.state.checkpoints import Checkpoint
 
 # What bronze keeps of every Kafka record, whatever its value holds.
 KAFKA_COLUMNS = (

@@ -17,9 +17,9 @@ from typing import TYPE_CHECKING, ClassVar
 
 from pyspark.sql import functions as F
 
-from lakehouse import storage
 from lakehouse.sources.protocol import EVERYTHING, Bronze, Cut, Prepared, SourceReader
 from lakehouse.spec.sources import ARRIVAL_TIME, INGESTED_AT, PARSE_ERROR, SOURCE_FILE, LandingFiles
+from lakehouse.state import storage
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
@@ -27,9 +27,9 @@ if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
     from pyspark.sql.streaming import DataStreamReader
 
-    from lakehouse.checkpoints import Checkpoint
-    from lakehouse.lake import Lake
+    from lakehouse.core.lake import Lake
     from lakehouse.spec import Pipeline, Table
+    from lakehouse.state.checkpoints import Checkpoint
 
 FILE_SIZE, LINE_BYTES = "_file_size", "_line_bytes"  # landing accounting, dropped before writing
 

@@ -18,9 +18,9 @@ if TYPE_CHECKING:
 
     from pyspark.sql import DataFrame, SparkSession
 
-    from lakehouse.checkpoints import Checkpoint
-    from lakehouse.lake import Lake
+    from lakehouse.core.lake import Lake
     from lakehouse.spec import Pipeline, Source, Table
+    from lakehouse.state.checkpoints import Checkpoint
 
 
 @dataclass(frozen=True)

@@ -92,7 +92,7 @@ class State:
 
     Such rows depend on the key's history and some appear only when the watermark passes a timer,
     which a batch query never does: backfills of these flows replay their inputs as a bounded
-    stream (see ``lakehouse.batch``), the transform still written once.
+    stream (see ``lakehouse.run.batch``), the transform still written once.
 
     - ``timeout``: the longest event-time delay of a timer after the input that set it; a
       backfill reads this much (plus the watermark delay) past its slice so all timers fire.

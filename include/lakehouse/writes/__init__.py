@@ -52,7 +52,7 @@ if TYPE_CHECKING:
 
     from pyspark.sql import DataFrame, SparkSession
 
-    from lakehouse.lake import Lake
+    from lakehouse.core.lake import Lake
     from lakehouse.slices import Slice
     from lakehouse.spec import Table
 

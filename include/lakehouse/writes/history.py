@@ -1,4 +1,4 @@
-"""Change rows (``lakehouse.changes``) applied as the current state of each key (``Scd1``) or as
+"""Change rows (``lakehouse.plan.changes``) applied as the current state of each key (``Scd1``) or as
 its history (``Scd2``), exactly once, whatever order and however many times they arrive.
 
 Every change a table applies is first appended to its **change log**,
@@ -35,7 +35,7 @@ from lakehouse.spec.modes.scd import CHANGE_ID, CHANGE_OP, CHANGE_SEQUENCE, CHAN
 if TYPE_CHECKING:
     from pyspark.sql import Column, SparkSession
 
-    from lakehouse.lake import Lake
+    from lakehouse.core.lake import Lake
     from lakehouse.spec import Table
 
 CHANGE_METADATA = (CHANGE_OP, CHANGE_SEQUENCE, CHANGE_TIME, CHANGE_ID, CHANGE_VERSION)

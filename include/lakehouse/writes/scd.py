@@ -12,7 +12,7 @@ from lakehouse.writes.history import ChangeApplier
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
-    from lakehouse.lake import Lake
+    from lakehouse.core.lake import Lake
     from lakehouse.slices import Slice
     from lakehouse.spec import Table
 

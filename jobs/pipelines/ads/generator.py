@@ -22,12 +22,12 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from lakehouse.generators import chunks, iso, malformed, time_range, uid
+from lakehouse.plan.generators import chunks, iso, malformed, time_range, uid
 from lakehouse.spec import parse_duration
 from pipelines.ads import constants
 
 if TYPE_CHECKING:
-    from lakehouse.generators import Landing
+    from lakehouse.plan.generators import Landing
 
 IMPRESSIONS = "bronze.impressions"
 CLICKS = "bronze.clicks"

@@ -1,7 +1,7 @@
 """Ads transforms: pure ``DataFrame -> DataFrame`` functions, the same for streams and backfills.
 
 They never read or write, never set watermarks or triggers: the runners do (see
-``lakehouse.flow``). The joins state their time constraint in the condition, which is what lets
+``lakehouse.plan.flow``). The joins state their time constraint in the condition, which is what lets
 Spark bound the join state by the watermarks and emit an outer join's nulls once no click can
 match any more.
 """

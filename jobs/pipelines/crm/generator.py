@@ -31,11 +31,11 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from lakehouse.generators import atomic_write, chunks, iso, time_range
+from lakehouse.plan.generators import atomic_write, chunks, iso, time_range
 from pipelines.crm.constants import COUNTRIES, ORDER_STATUSES, SEGMENTS
 
 if TYPE_CHECKING:
-    from lakehouse.generators import Landing
+    from lakehouse.plan.generators import Landing
 
 CUSTOMERS, ORDERS = "bronze.customer_changes", "bronze.order_changes"
 SOURCE_TABLES = {CUSTOMERS: "customers", ORDERS: "orders"}  # the database's tables

@@ -26,10 +26,10 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from lakehouse.generators import chunks, iso, malformed, time_range, uid
+from lakehouse.plan.generators import chunks, iso, malformed, time_range, uid
 
 if TYPE_CHECKING:
-    from lakehouse.generators import Landing
+    from lakehouse.plan.generators import Landing
 
 SOURCE = "bronze.device_events"
 

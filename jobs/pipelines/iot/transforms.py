@@ -1,7 +1,7 @@
 """IoT transforms: pure ``DataFrame -> DataFrame`` functions, the same for streams and backfills.
 
 They never read or write, never set watermarks or triggers: the runners do (see
-``lakehouse.flow``). Each is unit-tested on small DataFrames in tests/pipelines/iot.
+``lakehouse.plan.flow``). Each is unit-tested on small DataFrames in tests/pipelines/iot.
 """
 
 from __future__ import annotations

@@ -14,8 +14,8 @@ from typer.testing import CliRunner
 
 from lakehouse import registry
 from lakehouse.cli import app
-from lakehouse.config import settings
-from lakehouse.control import Deployment, FlowControl
+from lakehouse.core.config import settings
+from lakehouse.state.control import Deployment, FlowControl
 
 runner = CliRunner()
 FLOWS = list(registry.get("pipelines", "iot").table_names)

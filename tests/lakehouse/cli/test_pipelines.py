@@ -9,7 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from lakehouse.cli import app
-from lakehouse.config import settings
+from lakehouse.core.config import settings
 
 runner = CliRunner()
 
@@ -94,7 +94,7 @@ def test_generate_is_seeded_and_status_works_without_spark(tmp_path: Path) -> No
 
 
 def test_status_shows_where_the_time_goes(tmp_path: Path) -> None:
-    from lakehouse.lake import Lake
+    from lakehouse.core.lake import Lake
     from lakehouse.monitoring.progress import PHASES, ProgressLog
 
     log = ProgressLog(Lake(str(tmp_path / "lake")))

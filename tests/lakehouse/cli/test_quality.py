@@ -10,7 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from lakehouse.cli import app
-from lakehouse.config import settings
+from lakehouse.core.config import settings
 
 runner = CliRunner()
 

@@ -12,7 +12,7 @@ import pytest
 from typer.testing import CliRunner
 
 from lakehouse.cli import app
-from lakehouse.config import settings
+from lakehouse.core.config import settings
 
 runner = CliRunner()
 # In-process ``lakehouse sql`` shares the test session's JVM, which was started without the

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 from lakehouse import registry
-from lakehouse.config import Settings
+from lakehouse.core.config import Settings
 from lakehouse.quality.report import docs_dir, quality_home
 
 SERVE = """

@@ -11,13 +11,13 @@ from deltalake import write_deltalake
 from prometheus_client.parser import text_string_to_metric_families
 
 from lakehouse.cockpit import metrics, views
-from lakehouse.config import Settings
-from lakehouse.control import Deployment, FlowControl
-from lakehouse.lake import Lake
+from lakehouse.core.config import Settings
+from lakehouse.core.lake import Lake
 from lakehouse.models.store import ModelStore
 from lakehouse.monitoring.alerts import AlertLog
 from lakehouse.monitoring.progress import ProgressLog
 from lakehouse.quality.results import QualityLog
+from lakehouse.state.control import Deployment, FlowControl
 
 if TYPE_CHECKING:
     from pathlib import Path

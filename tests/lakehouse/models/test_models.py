@@ -15,15 +15,15 @@ import pytest
 from pyspark.sql import functions as F
 from pyspark.testing import assertDataFrameEqual
 
-from lakehouse.batch import backfill
-from lakehouse.generators import Landing
-from lakehouse.lake import Lake
+from lakehouse.core.lake import Lake
 from lakehouse.models.scoring import ScoredFlow
 from lakehouse.models.store import ModelStore, ModelUnavailable, PromotionRefused
 from lakehouse.models.training import train
+from lakehouse.plan.generators import Landing
+from lakehouse.run.batch import backfill
+from lakehouse.run.stream import FlowFailed, StreamRunner
 from lakehouse.slices import Slice
 from lakehouse.spec import Pipeline
-from lakehouse.stream import FlowFailed, StreamRunner
 from pipelines.iot.generator import generate
 
 START = datetime(2026, 3, 1, 8, tzinfo=UTC)
@@ -75,7 +75,7 @@ def scenario(spark, iot: Pipeline, tmp_path_factory: pytest.TempPathFactory) -> 
 
 
 def _continuous():
-    from lakehouse.stream import Trigger
+    from lakehouse.run.stream import Trigger
 
     return Trigger("continuous", "1 second")
 

@@ -8,9 +8,9 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from lakehouse.control import Lease
+from lakehouse.core.processes import Proc
 from lakehouse.monitoring.health import STATES, evaluate
-from lakehouse.processes import Proc
+from lakehouse.state.control import Lease
 
 NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 FRESHNESS = timedelta(minutes=10)

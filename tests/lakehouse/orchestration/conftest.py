@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from lakehouse.control import FlowControl
+from lakehouse.state.control import FlowControl
 
 REPO = Path(__file__).resolve().parents[3]
 BIN = Path(sys.executable).parent

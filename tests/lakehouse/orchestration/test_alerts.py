@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Any
 import pytest
 from aiosmtpd.controller import Controller
 
-from lakehouse.config import settings
-from lakehouse.lake import Lake
+from lakehouse.core.config import settings
+from lakehouse.core.lake import Lake
 from lakehouse.monitoring.alerts import AlertLog
 from lakehouse.orchestration.alerts import on_failure
 

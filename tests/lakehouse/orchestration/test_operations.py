@@ -14,13 +14,13 @@ import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from lakehouse.config import Settings
-from lakehouse.control import Deployment, FlowControl, Lease
-from lakehouse.lake import Lake
+from lakehouse.core.config import Settings
+from lakehouse.core.lake import Lake
+from lakehouse.core.processes import Proc
 from lakehouse.monitoring.progress import ProgressLog
 from lakehouse.orchestration import operations
-from lakehouse.processes import Proc
 from lakehouse.spec import Pipeline
+from lakehouse.state.control import Deployment, FlowControl, Lease
 
 
 def test_isolated_drivers_start_upstream_first(tmp_path: Path, iot: Pipeline) -> None:

@@ -17,8 +17,8 @@ from urllib.parse import quote, unquote
 import polars as pl
 import pytest
 
-from lakehouse.config import Settings
-from lakehouse.lake import Lake
+from lakehouse.core.config import Settings
+from lakehouse.core.lake import Lake
 from lakehouse.monitoring.ops_tables import read_table
 from lakehouse.platform.services import MARKER, Platform, port_in_use
 

@@ -12,12 +12,12 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from lakehouse.generators import Landing
-from lakehouse.lake import Lake
+from lakehouse.core.lake import Lake
 from lakehouse.monitoring.ops_tables import exists, read_table
+from lakehouse.plan.generators import Landing
 from lakehouse.platform.stack import SERVICES, master_state
+from lakehouse.run.stream import StreamRunner
 from lakehouse.spec.sources import LANDED
-from lakehouse.stream import StreamRunner
 from pipelines.iot.generator import generate
 
 BIN = Path(sys.executable).parent
@@ -72,7 +72,7 @@ def test_cluster_and_local_give_equal_tables(
 
 def test_stack_state_names_every_port(tmp_path: Path) -> None:
     """``ports.json`` holds free ports picked once; ``env.sh`` points the CLIs at the stack."""
-    from lakehouse.config import Settings
+    from lakehouse.core.config import Settings
     from lakehouse.platform.stack import Stack
 
     stack = Stack.open(Settings(stack_dir=tmp_path))

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from lakehouse.lake import Lake
+from lakehouse.core.lake import Lake
 from lakehouse.quality.checks import run_checks, suite_declarations
 from lakehouse.quality.report import docs_dir, results_from_log
 from lakehouse.quality.results import QualityLog

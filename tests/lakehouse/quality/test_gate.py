@@ -11,14 +11,14 @@ import pytest
 from attrs import evolve
 from pyspark.sql import functions as F
 
-from lakehouse.batch import backfill
-from lakehouse.generators import Landing
-from lakehouse.lake import Lake
+from lakehouse.core.lake import Lake
+from lakehouse.plan.generators import Landing
 from lakehouse.quality.gate import ExpectationFailed, QualityGate
 from lakehouse.quality.results import QualityLog
+from lakehouse.run.batch import backfill
+from lakehouse.run.stream import FlowFailed, StreamRunner
 from lakehouse.slices import Slice
 from lakehouse.spec import Pipeline, quarantine_name
-from lakehouse.stream import FlowFailed, StreamRunner
 from lakehouse.writes import FAILED, Origin, TableWriter
 from pipelines.iot.generator import generate
 

@@ -9,8 +9,8 @@ import pyarrow as pa
 import pytest
 from deltalake import write_deltalake
 
-from lakehouse.config import Settings
-from lakehouse.lake import Lake
+from lakehouse.core.config import Settings
+from lakehouse.core.lake import Lake
 from lakehouse.serving.catalog import catalog_conf, registered, sync
 from lakehouse.serving.engine import serving_settings
 

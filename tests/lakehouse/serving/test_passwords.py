@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from lakehouse.config import Settings
+from lakehouse.core.config import Settings
 from lakehouse.serving.passwords import PasswordError, PasswordFile, hash_password, server_conf, verify
 
 

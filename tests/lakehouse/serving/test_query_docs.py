@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from lakehouse import registry
-from lakehouse.config import settings
+from lakehouse.core.config import settings
 from lakehouse.serving.tables import read_polars
 
 pytestmark = pytest.mark.slow

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from lakehouse.lake import Lake
+from lakehouse.core.lake import Lake
 from lakehouse.serving.statements import engine_message
 from lakehouse.serving.tables import open_table
 

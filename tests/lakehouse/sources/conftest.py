@@ -7,12 +7,12 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from lakehouse import coordination
-from lakehouse.batch import backfill
-from lakehouse.config import Settings
-from lakehouse.lake import Lake
+from lakehouse.core.config import Settings
+from lakehouse.core.lake import Lake
+from lakehouse.run import coordination
+from lakehouse.run.batch import backfill
+from lakehouse.run.stream import StreamRunner
 from lakehouse.slices import ALL_TIME
-from lakehouse.stream import StreamRunner
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -57,7 +57,7 @@ def stream_and_batch(spark: SparkSession, tmp_path: Path) -> Callable[..., tuple
 @pytest.fixture
 def backfill_beside_streams(spark: SparkSession) -> Callable[[Lake, Pipeline], None]:
     """``run(lake, pipeline)``: a backfill of all time the way operators run one beside the
-    streams (``lakehouse.coordination``): catch the streams up, read each source as its stream
+    streams (``lakehouse.run.coordination``): catch the streams up, read each source as its stream
     consumed it (the kind's ``consumed``), recompute."""
 
     def run(lake: Lake, pipeline: Pipeline) -> None:

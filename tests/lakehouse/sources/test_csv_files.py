@@ -13,12 +13,12 @@ import pytest
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from lakehouse.generators import Landing
+from lakehouse.plan.generators import Landing
 from lakehouse.spec import CsvFiles, Ingest, Pipeline, SpecError, StreamingTable
 from lakehouse.spec.sources import PARSE_ERROR, RAW_RECORD, SOURCE_FILE
 
 if TYPE_CHECKING:
-    from lakehouse.lake import Lake
+    from lakehouse.core.lake import Lake
 
 SCHEMA = "order_id STRING NOT NULL, qty INT NOT NULL, price DOUBLE, ordered_at TIMESTAMP"
 HEADER = "order_id;qty;price;ordered_at"

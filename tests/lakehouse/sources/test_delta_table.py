@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 
     from pyspark.sql import SparkSession
 
-    from lakehouse.lake import Lake
+    from lakehouse.core.lake import Lake
 
 SCHEMA = "id STRING NOT NULL, amount DOUBLE"
 

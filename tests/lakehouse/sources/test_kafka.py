@@ -61,7 +61,7 @@ def test_iot_bronze_source_is_chosen_by_configuration(
     monkeypatch: pytest.MonkeyPatch, ingest: str, kind: str
 ) -> None:
     from lakehouse.cli.kit import load_pipeline
-    from lakehouse.config import settings
+    from lakehouse.core.config import settings
 
     monkeypatch.setenv("LAKEHOUSE_INGEST", ingest)
     monkeypatch.setenv("LAKEHOUSE_KAFKA_BOOTSTRAP_SERVERS", "k:9092")
@@ -76,7 +76,7 @@ def test_iot_bronze_source_is_chosen_by_configuration(
 def test_an_unknown_ingest_is_refused() -> None:
     from pydantic import ValidationError
 
-    from lakehouse.config import Settings
+    from lakehouse.core.config import Settings
 
     with pytest.raises(ValidationError, match="ingest"):
         Settings(ingest="ftp")

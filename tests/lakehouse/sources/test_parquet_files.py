@@ -12,8 +12,8 @@ import pytest
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from lakehouse.generators import Landing
-from lakehouse.lake import Lake
+from lakehouse.core.lake import Lake
+from lakehouse.plan.generators import Landing
 from lakehouse.sources.landing import landing_path
 from lakehouse.spec import Ingest, ParquetFiles, Pipeline, StreamingTable
 from lakehouse.spec.sources import PARSE_ERROR, RAW_RECORD

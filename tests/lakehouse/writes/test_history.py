@@ -11,8 +11,8 @@ from datetime import UTC, datetime
 import pytest
 from pyspark.sql import DataFrame, SparkSession
 
-from lakehouse.changes import normalize
-from lakehouse.lake import Lake
+from lakehouse.core.lake import Lake
+from lakehouse.plan.changes import normalize
 from lakehouse.spec import ApplyChanges, Scd1, Scd2, SpecError, Table, debezium_schema
 from lakehouse.spec.modes.scd import CHANGE_OP
 from lakehouse.writes.history import ChangeApplier, current_state, versions

@@ -6,8 +6,8 @@ import json
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from lakehouse.generators import Landing
-from lakehouse.lake import Lake
+from lakehouse.core.lake import Lake
+from lakehouse.plan.generators import Landing
 from lakehouse.spec import Pipeline
 from pipelines.ads.generator import generate
 

@@ -17,15 +17,15 @@ from typing import Any
 import pytest
 from pyspark.testing import assertDataFrameEqual
 
-from lakehouse.batch import backfill
-from lakehouse.generators import Landing
-from lakehouse.lake import Lake
+from lakehouse.core.lake import Lake
 from lakehouse.monitoring.progress import ProgressLog
+from lakehouse.plan.generators import Landing
 from lakehouse.quality.checks import run_checks
+from lakehouse.run.batch import backfill
+from lakehouse.run.stream import StreamRunner
 from lakehouse.slices import Slice
 from lakehouse.spec import Pipeline
 from lakehouse.spec.sources import LANDED
-from lakehouse.stream import StreamRunner
 from pipelines.ads.generator import generate
 
 pytestmark = pytest.mark.slow
@@ -50,7 +50,7 @@ def run_incremental(spark, lake: Lake, ads: Pipeline, flows: list[str] | None = 
     """One incremental run, as ``StreamRunner.run_incremental`` does it (availableNow queries
     resuming from their checkpoints), with the flows of one dependency level side by side to
     save test time. Returns each flow's query id."""
-    from lakehouse.stream import Trigger
+    from lakehouse.run.stream import Trigger
 
     tables = ads.select(flows)
     level: dict[str, int] = {}

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from lakehouse import registry
-from lakehouse.generators import Landing
-from lakehouse.lake import Lake
+from lakehouse.core.lake import Lake
+from lakehouse.plan.generators import Landing
 from pipelines.crm.generator import generate
 
 START = datetime(2026, 3, 1, 8, tzinfo=UTC)

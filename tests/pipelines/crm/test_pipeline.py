@@ -15,14 +15,14 @@ import pytest
 from pyspark.sql import functions as F
 from pyspark.testing import assertDataFrameEqual
 
-from lakehouse.batch import backfill
-from lakehouse.generators import Landing
-from lakehouse.lake import Lake
+from lakehouse.core.lake import Lake
+from lakehouse.plan.generators import Landing
 from lakehouse.quality.checks import run_checks
+from lakehouse.run.batch import backfill
+from lakehouse.run.stream import StreamRunner
 from lakehouse.slices import ALL_TIME, Slice
 from lakehouse.sources import PARSE_ERROR
 from lakehouse.spec import Pipeline
-from lakehouse.stream import StreamRunner
 from pipelines.crm.generator import CUSTOMERS, ORDERS, Summary, generate
 
 START = datetime(2026, 3, 1, 8, tzinfo=UTC)
@@ -268,7 +268,7 @@ def test_describe_shows_the_table_kind_keys_and_change_log(
     from typer.testing import CliRunner
 
     from lakehouse.cli import app
-    from lakehouse.config import settings
+    from lakehouse.core.config import settings
 
     monkeypatch.setenv("LAKEHOUSE_ROOT", streamed.root)
     monkeypatch.setenv("COLUMNS", "200")
@@ -295,7 +295,7 @@ def test_a_snapshot_then_the_feed_is_the_feed_alone(spark, crm: Pipeline, tmp_pa
     same current state and history as the feed that led there: the snapshot's rows repeat what
     the feed already says. Pure functions over the delivered lines (the stream gives the same,
     see above)."""
-    from lakehouse.changes import normalize
+    from lakehouse.plan.changes import normalize
     from lakehouse.writes.history import table_rows
 
     def tables(snapshot: bool) -> dict[str, list]:
@@ -383,7 +383,7 @@ def test_the_history_of_100k_changes_is_the_databases(spark, crm: Pipeline, tmp_
     """Type 2 over a generated feed of 100,000 changes (shuffled, duplicated, malformed) against
     the versions the generator's state machine recorded: an independent computation (no Spark,
     in commit order) of the same history."""
-    from lakehouse.changes import normalize
+    from lakehouse.plan.changes import normalize
     from lakehouse.writes.history import versions
 
     landing = Landing(Lake(str(tmp_path / "lake")), crm)

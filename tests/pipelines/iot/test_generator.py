@@ -6,7 +6,7 @@ import json
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from lakehouse.generators import Landing
+from lakehouse.plan.generators import Landing
 from pipelines.iot.generator import DEVICE_TYPES, generate
 
 START = datetime(2026, 1, 1, tzinfo=UTC)

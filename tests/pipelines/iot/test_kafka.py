@@ -16,10 +16,10 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from lakehouse.config import Settings
-from lakehouse.generators import Landing
-from lakehouse.lake import Lake
+from lakehouse.core.config import Settings
+from lakehouse.core.lake import Lake
 from lakehouse.monitoring.ops_tables import read_table
+from lakehouse.plan.generators import Landing
 from lakehouse.registry import discover
 from lakehouse.sources import KAFKA_COLUMNS
 from pipelines.iot.constants import TOPIC

@@ -11,16 +11,16 @@ from pathlib import Path
 from pyspark.sql import functions as F
 from pyspark.testing import assertDataFrameEqual
 
-from lakehouse.batch import backfill
-from lakehouse.generators import Landing
-from lakehouse.lake import Lake
+from lakehouse.core.lake import Lake
 from lakehouse.monitoring.progress import ProgressLog
+from lakehouse.plan.generators import Landing
 from lakehouse.quality.results import QualityLog
+from lakehouse.run.batch import backfill
+from lakehouse.run.stream import StreamRunner
 from lakehouse.slices import Slice
 from lakehouse.sources import PARSE_ERROR
 from lakehouse.spec import Pipeline, quarantine_name
 from lakehouse.spec.sources import LANDED
-from lakehouse.stream import StreamRunner
 from lakehouse.writes import FAILED, QUARANTINE_METADATA
 from pipelines.iot.generator import generate
 

@@ -25,7 +25,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from lakehouse import registry
-from lakehouse.config import Settings, settings
+from lakehouse.core.config import Settings, settings
 from lakehouse.orchestration.dags.maintenance import maintenance_dags
 from lakehouse.orchestration.dags.quality import quality_dags
 from lakehouse.orchestration.dags.runs import backfill_dags, incremental_dags, train_dags

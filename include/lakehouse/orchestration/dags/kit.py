@@ -14,11 +14,11 @@ import jinja2
 from airflow.sdk import DAG, Asset, Param
 from croniter import croniter
 
-from lakehouse.lake import Lake
+from lakehouse.core.lake import Lake
 from lakehouse.orchestration.alerts import on_failure
 
 if TYPE_CHECKING:
-    from lakehouse.config import Settings
+    from lakehouse.core.config import Settings
     from lakehouse.spec import Pipeline
 
 TIME_PATTERN = r"^\d{4}-\d{2}-\d{2}([ T]\d{2}:\d{2}(:\d{2})?)?$"

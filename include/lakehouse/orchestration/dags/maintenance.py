@@ -19,7 +19,7 @@ from lakehouse.orchestration.submit import driver_spec
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from lakehouse.config import Settings
+    from lakehouse.core.config import Settings
     from lakehouse.spec import Pipeline
 
 DAG_ID = "lakehouse_maintenance"
@@ -60,8 +60,8 @@ def maintenance_dags(pipelines: Sequence[Pipeline], conf: Settings) -> list[DAG]
         @task(task_id="maintain_ops_tables")
         def maintain_ops() -> list[str]:
             """Spark-free: expire, compact and vacuum the ops.* tables."""
-            from lakehouse.config import settings
-            from lakehouse.lake import Lake
+            from lakehouse.core.config import settings
+            from lakehouse.core.lake import Lake
             from lakehouse.monitoring.upkeep import maintain_ops_tables  # deferred: delta-rs (parse purity)
 
             run_conf = settings()

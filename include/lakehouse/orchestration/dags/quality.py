@@ -20,8 +20,8 @@ from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOpe
 from airflow.sdk import DAG, AssetAny, Param, get_current_context, task
 from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 
-from lakehouse.config import Settings, settings
-from lakehouse.lake import Lake
+from lakehouse.core.config import Settings, settings
+from lakehouse.core.lake import Lake
 from lakehouse.orchestration.dags.kit import doc, pipeline_dag, table_asset, task_id
 from lakehouse.orchestration.submit import driver_spec
 from lakehouse.quality.report import docs_dir, quality_home, results_from_log

@@ -27,7 +27,7 @@ from lakehouse.orchestration.dags.kit import (
 from lakehouse.orchestration.submit import driver_spec
 
 if TYPE_CHECKING:
-    from lakehouse.config import Settings
+    from lakehouse.core.config import Settings
     from lakehouse.spec import Pipeline
 
 

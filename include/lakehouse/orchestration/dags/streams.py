@@ -12,8 +12,8 @@ from datetime import timedelta
 from airflow.sdk import DAG, AssetAlias, Param, get_current_context, task
 from airflow.sdk.exceptions import AirflowFailException
 
-from lakehouse.config import Settings, settings
-from lakehouse.lake import Lake
+from lakehouse.core.config import Settings, settings
+from lakehouse.core.lake import Lake
 from lakehouse.orchestration.dags.kit import doc, flows_param, pipeline_dag, table_asset, tables_doc
 from lakehouse.orchestration.submit import SPARK_CONN_ID, ensure_connection
 from lakehouse.spec import Pipeline, parse_duration

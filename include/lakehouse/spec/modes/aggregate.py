@@ -6,10 +6,10 @@ from typing import TYPE_CHECKING, ClassVar
 
 from attrs import field, frozen
 
+from lakehouse.core.times import floor_to
 from lakehouse.spec.durations import SpecError
 from lakehouse.spec.modes.base import Declared, OutputMode, Window, WriteMode
 from lakehouse.spec.sources import names
-from lakehouse.times import floor_to
 
 if TYPE_CHECKING:
     from datetime import datetime, timedelta

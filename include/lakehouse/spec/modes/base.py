@@ -64,7 +64,7 @@ class WriteMode:
       ``keyed_insert``: rows are inserted once per key and never changed (what scoring needs);
       ``updates_rows``: the stream updates rows it wrote as late input arrives.
 
-    Backfills and coordination (``lakehouse.slices``, ``lakehouse.coordination``):
+    Backfills and coordination (``lakehouse.slices``, ``lakehouse.run.coordination``):
 
     - ``reads_after``: how far past its event time an output row reads its input;
       ``first_affected(start)``: the earliest output event time a change of input at ``start``

@@ -11,7 +11,7 @@ from lakehouse.spec.expectations import Expectation, gxe
 from lakehouse.spec.modes.base import CHANGE_OPERATIONS, Declared, WriteMode
 from lakehouse.spec.sources import names
 
-# The columns of a change row (``lakehouse.changes``), beside the row image's columns.
+# The columns of a change row (``lakehouse.plan.changes``), beside the row image's columns.
 CHANGE_OP, CHANGE_SEQUENCE, CHANGE_TIME, CHANGE_ID = "_op", "_seq", "_ts", "_event_id"
 CHANGE_VERSION = "_version"  # the total order of a key's changes
 

@@ -14,7 +14,7 @@ import pytest
 from airflow.serialization.encoders import coerce_to_core_timetable
 from airflow.timetables.base import DagRunInfo, TimeRestriction
 
-from lakehouse.config import Settings
+from lakehouse.core.config import Settings
 from lakehouse.orchestration import dags as factory
 from lakehouse.orchestration import submit
 from lakehouse.orchestration.dags import kit

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from lakehouse import registry
-from lakehouse.lake import Lake
+from lakehouse.core.lake import Lake
 
 REPO = Path(__file__).resolve().parents[4]
 

@@ -10,12 +10,12 @@ from datetime import UTC, datetime, timedelta
 import polars as pl
 import pytest
 
-from lakehouse.config import Settings
-from lakehouse.coordination import backfill
-from lakehouse.generators import Landing
-from lakehouse.lake import Lake
+from lakehouse.core.config import Settings
+from lakehouse.core.lake import Lake
 from lakehouse.monitoring.ops_tables import read_table
 from lakehouse.monitoring.progress import ProgressLog
+from lakehouse.plan.generators import Landing
+from lakehouse.run.coordination import backfill
 from lakehouse.slices import Slice
 from lakehouse.spec import Pipeline
 from pipelines.iot.generator import generate

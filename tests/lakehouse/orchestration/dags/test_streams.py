@@ -17,12 +17,12 @@ import polars as pl
 import pytest
 
 from lakehouse import registry
-from lakehouse.control import Deployment, FlowControl
-from lakehouse.generators import Landing
-from lakehouse.lake import Lake
+from lakehouse.core.lake import Lake
+from lakehouse.core.processes import Proc
 from lakehouse.monitoring.ops_tables import read_table
-from lakehouse.processes import Proc
+from lakehouse.plan.generators import Landing
 from lakehouse.spec import Pipeline
+from lakehouse.state.control import Deployment, FlowControl
 from pipelines.iot.generator import generate
 
 FLOWS = registry.get("pipelines", "iot").table_names  # the scores wait in quarantine: no model yet

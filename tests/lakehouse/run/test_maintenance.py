@@ -13,15 +13,15 @@ import pytest
 from attrs import evolve
 from typer.testing import CliRunner
 
-from lakehouse import times
 from lakehouse.cli import app
-from lakehouse.config import Settings, settings
-from lakehouse.errors import UsageError
-from lakehouse.generators import Landing
-from lakehouse.lake import Lake
-from lakehouse.maintenance import DELTA_DEFAULT_HOURS, maintain
+from lakehouse.core import times
+from lakehouse.core.config import Settings, settings
+from lakehouse.core.errors import UsageError
+from lakehouse.core.lake import Lake
+from lakehouse.plan.generators import Landing
+from lakehouse.run.maintenance import DELTA_DEFAULT_HOURS, maintain
+from lakehouse.run.stream import StreamRunner
 from lakehouse.spec import Pipeline
-from lakehouse.stream import StreamRunner
 from pipelines.iot.generator import generate
 
 START = datetime(2026, 5, 1, tzinfo=UTC)

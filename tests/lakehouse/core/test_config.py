@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from lakehouse.config import Settings
-from lakehouse.lake import Lake
-from lakehouse.session import spark_conf
+from lakehouse.core.config import Settings
+from lakehouse.core.lake import Lake
+from lakehouse.state.session import spark_conf
 
 
 def test_defaults_are_embedded(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from lakehouse.config import Settings
+    from lakehouse.core.config import Settings
 
 
 @dataclass(frozen=True)

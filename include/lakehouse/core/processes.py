@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import psutil
 
-log = logging.getLogger("lakehouse.processes")
+log = logging.getLogger("lakehouse.core.processes")
 
 _PR_SET_PDEATHSIG = 1
 

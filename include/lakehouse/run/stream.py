@@ -19,15 +19,15 @@ from typing import TYPE_CHECKING, Literal, Protocol
 
 from pyspark.sql import functions as F
 
-from lakehouse.checkpoints import Checkpoint
-from lakehouse.errors import OperationFailed
-from lakehouse.flow import build, upstream_changes
+from lakehouse.core.errors import OperationFailed
 from lakehouse.models.scoring import ScoredFlow
 from lakehouse.models.store import ModelUnavailable
 from lakehouse.monitoring.listener import ProgressRecorder
 from lakehouse.monitoring.progress import BATCH_TIMINGS, ProgressLog, query_name
+from lakehouse.plan.flow import build, upstream_changes
 from lakehouse.quality.gate import QualityGate, Verdict
 from lakehouse.sources import Bronze, reader_for
+from lakehouse.state.checkpoints import Checkpoint
 from lakehouse.writes import FAILED, Origin, TableWriter
 
 if TYPE_CHECKING:
@@ -36,10 +36,10 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.streaming import StreamingQuery
 
-    from lakehouse.lake import Lake
+    from lakehouse.core.lake import Lake
     from lakehouse.spec import Model, Pipeline, Table
 
-log = logging.getLogger("lakehouse.stream")
+log = logging.getLogger("lakehouse.run.stream")
 
 TriggerMode = Literal["continuous", "incremental"]
 
@@ -357,7 +357,7 @@ class StreamRunner:
 
 class Signals(Protocol):
     """What a continuous driver is told while its flows run: whether to stop or pause a flow,
-    and whether another driver may have taken over (see ``lakehouse.control.DriverSignals``)."""
+    and whether another driver may have taken over (see ``lakehouse.state.control.DriverSignals``)."""
 
     def stop_requested(self, flow: str) -> bool: ...
 

@@ -6,11 +6,11 @@ from datetime import UTC, datetime
 
 import pytest
 
-from lakehouse.batch import plan
-from lakehouse.flow import dedupe
+from lakehouse.core.times import floor_to
+from lakehouse.plan.flow import dedupe
+from lakehouse.run.batch import plan
 from lakehouse.slices import Slice, affected_slice, input_slice
 from lakehouse.spec import Aggregate, Pipeline
-from lakehouse.times import floor_to
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -113,7 +113,7 @@ def test_backfill_plan_cascades_through_joins_and_state(ads: Pipeline) -> None:
 
 
 def test_a_stateful_flow_refuses_to_run_as_a_batch_query(ads: Pipeline, lake) -> None:
-    from lakehouse.flow import build
+    from lakehouse.plan.flow import build
     from lakehouse.spec import SpecError
 
     with pytest.raises(SpecError, match=r"'gold.user_activity' keeps per-key state.*replays it"):

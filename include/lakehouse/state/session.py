@@ -11,14 +11,14 @@ import os
 import sys
 from typing import TYPE_CHECKING
 
-from lakehouse.errors import UsageError
+from lakehouse.core.errors import UsageError
 
 if TYPE_CHECKING:
     from pathlib import Path
 
     from pyspark.sql import SparkSession
 
-    from lakehouse.config import Settings
+    from lakehouse.core.config import Settings
 
 ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 POLLING_DELAY = "100ms"  # spark.sql.streaming.pollingDelay, see spark_conf

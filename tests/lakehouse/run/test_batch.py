@@ -10,12 +10,12 @@ import pytest
 from attrs import evolve
 from pyspark.testing import assertDataFrameEqual
 
-from lakehouse.batch import ShrinkRefused, backfill
-from lakehouse.generators import Landing
-from lakehouse.lake import Lake
+from lakehouse.core.lake import Lake
+from lakehouse.plan.generators import Landing
+from lakehouse.run.batch import ShrinkRefused, backfill
+from lakehouse.run.stream import StreamRunner
 from lakehouse.slices import Slice
 from lakehouse.spec import Pipeline
-from lakehouse.stream import StreamRunner
 from pipelines.iot.generator import generate
 
 START = datetime(2026, 1, 1, tzinfo=UTC)

@@ -13,10 +13,10 @@ from delta.tables import DeltaTable
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from lakehouse import purity
-from lakehouse.flow import build
 from lakehouse.models.scoring import ModelInForce, ScoredFlow
 from lakehouse.models.store import ModelUnavailable
+from lakehouse.plan import purity
+from lakehouse.plan.flow import build
 from lakehouse.spec import Ingest, JsonFiles, Pipeline, SpecError, StreamingTable
 
 if TYPE_CHECKING:
@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 
     from pyspark.sql import SparkSession
 
-    from lakehouse.lake import Lake
+    from lakehouse.core.lake import Lake
 
 KEY = "lakehouse.test.purity"  # a session setting no test sets otherwise
 VIEW = "purity_test_view"

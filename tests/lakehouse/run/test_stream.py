@@ -11,15 +11,15 @@ import polars as pl
 import pytest
 from pyspark.testing import assertDataFrameEqual
 
-from lakehouse.batch import backfill
-from lakehouse.generators import Landing
-from lakehouse.lake import Lake
+from lakehouse.core.lake import Lake
 from lakehouse.monitoring.progress import ProgressLog
+from lakehouse.plan.generators import Landing
+from lakehouse.run.batch import backfill
+from lakehouse.run.stream import StreamRunner
 from lakehouse.slices import Slice
 from lakehouse.sources import INGESTED_AT, PARSE_ERROR
 from lakehouse.spec import Pipeline
 from lakehouse.spec.sources import LANDED
-from lakehouse.stream import StreamRunner
 from pipelines.iot.generator import generate
 
 START = datetime(2026, 1, 1, tzinfo=UTC)

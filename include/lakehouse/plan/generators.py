@@ -17,16 +17,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from lakehouse.core.times import iso_millis, now, utc
 from lakehouse.sources import reader_for
 from lakehouse.sources.landing import atomic_write
-from lakehouse.times import iso_millis, now, utc
 
 if TYPE_CHECKING:
     import random
     from collections.abc import Iterable, Sequence
     from datetime import datetime, timedelta
 
-    from lakehouse.lake import Lake
+    from lakehouse.core.lake import Lake
     from lakehouse.spec import Pipeline
 
 T = TypeVar("T")

@@ -21,15 +21,16 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from lakehouse import delta, storage
-from lakehouse.errors import UsageError
-from lakehouse.flow import build
+from lakehouse import delta
+from lakehouse.core.errors import UsageError
+from lakehouse.core.times import parse_iso
 from lakehouse.models.scoring import ScoredFlow
 from lakehouse.models.store import ModelUnavailable
+from lakehouse.plan.flow import build
 from lakehouse.quality.gate import QualityGate, Verdict
 from lakehouse.slices import Slice, affected_slice, union
 from lakehouse.sources import EVERYTHING, Cut
-from lakehouse.times import parse_iso
+from lakehouse.state import storage
 from lakehouse.writes import Origin, TableWriter
 
 if TYPE_CHECKING:
@@ -37,10 +38,10 @@ if TYPE_CHECKING:
 
     from pyspark.sql import DataFrame, SparkSession
 
-    from lakehouse.lake import Lake
+    from lakehouse.core.lake import Lake
     from lakehouse.spec import Pipeline, Table
 
-log = logging.getLogger("lakehouse.batch")
+log = logging.getLogger("lakehouse.run.batch")
 
 
 @dataclass(frozen=True)

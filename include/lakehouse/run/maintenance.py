@@ -22,22 +22,24 @@ from dataclasses import asdict, dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
-from lakehouse import delta, storage, times
-from lakehouse.checkpoints import Checkpoint
-from lakehouse.control import FlowControl
-from lakehouse.errors import UsageError
-from lakehouse.lake import Lake
+from lakehouse import delta
+from lakehouse.core import times
+from lakehouse.core.errors import UsageError
+from lakehouse.core.lake import Lake
 from lakehouse.spec import quarantine_name
+from lakehouse.state import storage
+from lakehouse.state.checkpoints import Checkpoint
+from lakehouse.state.control import FlowControl
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from pyspark.sql import SparkSession
 
-    from lakehouse.config import Settings
+    from lakehouse.core.config import Settings
     from lakehouse.spec import Pipeline
 
-log = logging.getLogger("lakehouse.maintenance")
+log = logging.getLogger("lakehouse.run.maintenance")
 
 DELTA_DEFAULT_HOURS = 168.0  # delta.deletedFileRetentionDuration's default: 7 days
 

@@ -6,8 +6,8 @@ import sys
 
 import pandas as pd
 
-from lakehouse.config import Settings
-from lakehouse.session import POLLING_DELAY, spark_conf
+from lakehouse.core.config import Settings
+from lakehouse.state.session import POLLING_DELAY, spark_conf
 
 
 def test_conf_pins_python_workers_to_this_interpreter_and_user_conf_wins() -> None:

@@ -23,7 +23,7 @@ margin (``LAKEHOUSE_LEASE_SKEW_SECONDS``), since the two hosts' clocks may disag
 read-modify-write happens under ``flock``, which the kernel releases whatever crashes.
 
 A driver started by ``spark-submit`` is a Python process whose parent is the JVM. Both are in
-the lease (see ``lakehouse.processes``), so no half-alive driver can keep renewing a lease for
+the lease (see ``lakehouse.core.processes``), so no half-alive driver can keep renewing a lease for
 queries that no longer run.
 """
 
@@ -43,16 +43,16 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from lakehouse import times
-from lakehouse.errors import OperationFailed
-from lakehouse.processes import Proc, driver_jvm
+from lakehouse.core import times
+from lakehouse.core.errors import OperationFailed
+from lakehouse.core.processes import Proc, driver_jvm
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
 
-    from lakehouse.config import Settings
+    from lakehouse.core.config import Settings
 
-log = logging.getLogger("lakehouse.control")
+log = logging.getLogger("lakehouse.state.control")
 
 
 class LeaseHeld(RuntimeError):

@@ -13,14 +13,15 @@ from typing import TYPE_CHECKING
 from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
-from lakehouse import purity, registry
-from lakehouse.changes import normalize
+from lakehouse import registry
+from lakehouse.plan import purity
+from lakehouse.plan.changes import normalize
 from lakehouse.slices import ALL_TIME, Slice, input_slice
 from lakehouse.sources import EVERYTHING, PARSE_ERROR, Bronze, Cut, read_lookup, reader_for
 from lakehouse.spec import Pipeline, SpecError, Table, Upstream
 
 if TYPE_CHECKING:
-    from lakehouse.lake import Lake
+    from lakehouse.core.lake import Lake
 
 
 def dedupe(df: DataFrame, keys: tuple[str, ...], *, streaming: bool) -> DataFrame:
@@ -103,7 +104,7 @@ def build(
         raise SpecError(
             f"{table.name!r} keeps per-key state with event-time timers (state=...), which a batch "
             "query cannot run: its timers fire only as a stream's watermark passes them. Backfill "
-            "it with lakehouse.batch.backfill, which replays it as a bounded stream"
+            "it with lakehouse.run.batch.backfill, which replays it as a bounded stream"
         )
     if table.source is not None:
         source, bronze = reader_for(table.source), Bronze(spark, lake, pipeline, table)

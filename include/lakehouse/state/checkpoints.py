@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from lakehouse import storage
+from lakehouse.state import storage
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

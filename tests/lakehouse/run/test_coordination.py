@@ -13,15 +13,15 @@ from pathlib import Path
 import pytest
 from pyspark.testing import assertDataFrameEqual
 
-from lakehouse import coordination
-from lakehouse.checkpoints import Checkpoint
-from lakehouse.config import Settings
-from lakehouse.control import DriverSignals, FlowControl, LeaseKeeper
-from lakehouse.generators import Landing
-from lakehouse.lake import Lake
+from lakehouse.core.config import Settings
+from lakehouse.core.lake import Lake
+from lakehouse.plan.generators import Landing
+from lakehouse.run import coordination
+from lakehouse.run.stream import StreamRunner
 from lakehouse.slices import Slice
 from lakehouse.spec import Pipeline
-from lakehouse.stream import StreamRunner
+from lakehouse.state.checkpoints import Checkpoint
+from lakehouse.state.control import DriverSignals, FlowControl, LeaseKeeper
 from pipelines.iot.generator import generate
 
 START = datetime(2026, 1, 1, tzinfo=UTC)

@@ -16,16 +16,16 @@ from pathlib import Path
 
 import pytest
 
-from lakehouse.control import Deployment, DriverSignals, FlowControl, Lease, LeaseHeld, LeaseKeeper
-from lakehouse.processes import Proc
+from lakehouse.core.processes import Proc
+from lakehouse.state.control import Deployment, DriverSignals, FlowControl, Lease, LeaseHeld, LeaseKeeper
 
 FLOW = "silver.device_events"
 
 # A "driver": binds to its parent like jobs/driver.py does, takes the lease, reports, sleeps.
 DRIVER = """
 import json, sys, time
-from lakehouse.control import FlowControl
-from lakehouse.processes import die_with_parent
+from lakehouse.state.control import FlowControl
+from lakehouse.core.processes import die_with_parent
 die_with_parent()
 lease = FlowControl(sys.argv[1], "iot").acquire(sys.argv[2], "owner-child", 30, "continuous")
 print(json.dumps({"pid": lease.pid, "jvm_pid": lease.jvm_pid}), flush=True)
@@ -216,7 +216,7 @@ def test_backfills_of_a_pipeline_run_one_after_another(control: FlowControl) -> 
 
 HOLD_BACKFILL_LOCK = """
 import sys, time
-from lakehouse.control import FlowControl
+from lakehouse.state.control import FlowControl
 with FlowControl(sys.argv[1], "iot").backfill_lock():
     print("locked", flush=True)
     time.sleep(600)

@@ -6,7 +6,7 @@ in a stream's state would be overwritten by the stream's next update, rows a bac
 upstream never reach a downstream stream. So a backfill of a pipeline's flows:
 
 1. **takes the flows' leases**: the driver of each running flow is asked to pause it at a batch
-   boundary (a pause request, ``lakehouse.control``) and hands its lease over; an incremental
+   boundary (a pause request, ``lakehouse.state.control``) and hands its lease over; an incremental
    run holding a flow finishes first. Other flows keep running.
 2. **catches the flows' streams up** from their checkpoints (``availableNow``; a flow never run
    as a stream gets its checkpoint now), so that each has consumed everything there is, and then
@@ -17,7 +17,7 @@ upstream never reach a downstream stream. So a backfill of a pipeline's flows:
 3. **recomputes only what the streams have closed** for windowed aggregates and flows with
    per-key state, and their upstreams in the same backfill: windows and timers still open in a
    stream's state are the stream's to finish.
-4. **recomputes** the slices (``lakehouse.batch``), refusing to shrink one unless asked;
+4. **recomputes** the slices (``lakehouse.run.batch``), refusing to shrink one unless asked;
 5. **gives the flows back**: each driver resumes from its checkpoint with the rest.
 
 The cost: a first backfill of flows never streamed reads their inputs twice (the catch-up,
@@ -32,21 +32,21 @@ import time
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from lakehouse.batch import BackfillStep, plan, recompute
-from lakehouse.checkpoints import Checkpoint
-from lakehouse.control import FlowControl, LeaseHeld, LeaseKeeper, PauseTimeout
-from lakehouse.errors import OperationFailed
-from lakehouse.lake import Lake
+from lakehouse.core.errors import OperationFailed
+from lakehouse.core.lake import Lake
+from lakehouse.run.batch import BackfillStep, plan, recompute
+from lakehouse.run.stream import StreamRunner
 from lakehouse.slices import Slice
 from lakehouse.sources import Cut, reader_for
-from lakehouse.stream import StreamRunner
+from lakehouse.state.checkpoints import Checkpoint
+from lakehouse.state.control import FlowControl, LeaseHeld, LeaseKeeper, PauseTimeout
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
     from pyspark.sql import SparkSession
 
-    from lakehouse.config import Settings
+    from lakehouse.core.config import Settings
     from lakehouse.spec import Pipeline, Table
 
 log = logging.getLogger("lakehouse.backfill")
