@@ -69,7 +69,12 @@ async def _metrics_reader(request: Request, conf: Settings) -> None:
 
 
 def cockpit_app() -> FastAPI:
-    app = FastAPI(title="Lakehouse cockpit: streams, tables and quality of every pipeline")
+    app = FastAPI(  # no /docs or /openapi.json: they would answer anonymous requests
+        title="Lakehouse cockpit: streams, tables and quality of every pipeline",
+        docs_url=None,
+        redoc_url=None,
+        openapi_url=None,
+    )
 
     @app.get("/", response_model=None)
     async def page(request: Request, dag: str | None = None) -> HTMLResponse | RedirectResponse:

@@ -36,7 +36,12 @@ NOT_BUILT = """<!doctype html><html><head><title>Data Docs</title></head>
 
 def docs_app(directory: Path) -> FastAPI:
     """A FastAPI app serving ``directory`` (``index.html`` at its root) to logged-in users."""
-    app = FastAPI(title="Lakehouse data quality: Great Expectations Data Docs")
+    app = FastAPI(  # no /docs or /openapi.json: they would answer anonymous requests
+        title="Lakehouse data quality: Great Expectations Data Docs",
+        docs_url=None,
+        redoc_url=None,
+        openapi_url=None,
+    )
     root = directory.resolve()
 
     @app.get("/{path:path}", response_model=None)

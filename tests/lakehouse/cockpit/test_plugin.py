@@ -23,7 +23,8 @@ client = TestClient(create_app())
 password = json.load(open(os.environ["AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE"]))["admin"]
 token = client.post("/auth/token", json={"username": "admin", "password": password}).json()["access_token"]
 for path in ("/quality-docs/", "/quality-docs/expectations/iot/silver/device_events.html",
-             "/quality-docs/nope.html", "/quality-docs/..%2F..%2F..%2Fetc%2Fpasswd"):
+             "/quality-docs/nope.html", "/quality-docs/..%2F..%2F..%2Fetc%2Fpasswd", "/quality-docs/docs",
+             "/quality-docs/openapi.json"):
     for who, headers in (("anonymous", {}), ("admin", {"Authorization": f"Bearer {token}"})):
         answer = client.get(path, headers=headers)
         print("GET", who, path, answer.status_code, answer.text.replace("\\n", " ")[:60])
@@ -44,7 +45,8 @@ for user in ("admin", "viewer"):
     token = client.post("/auth/token", json={"username": user, "password": passwords[user]}).json()["access_token"]
     who[user] = {"Authorization": f"Bearer {token}"}
 for path in ("/lakehouse/", "/lakehouse/api/overview", "/lakehouse/api/pipelines/iot?hours=2",
-             "/lakehouse/api/pipelines/nope", "/lakehouse/metrics", "/lakehouse/?dag=iot_backfill"):
+             "/lakehouse/api/pipelines/nope", "/lakehouse/metrics", "/lakehouse/?dag=iot_backfill",
+             "/lakehouse/docs", "/lakehouse/openapi.json", "/lakehouse/redoc"):
     for name, headers in who.items():
         answer = client.get(path, headers=headers)
         body = answer.text
@@ -104,6 +106,10 @@ def test_the_airflow_api_server_serves_the_data_docs_to_logged_in_users(
         'GET admin /quality-docs/nope.html 404 {"detail":"Not Found"}',
         'GET anonymous /quality-docs/..%2F..%2F..%2Fetc%2Fpasswd 401 {"detail":"Not authenticated"}',
         'GET admin /quality-docs/..%2F..%2F..%2Fetc%2Fpasswd 404 {"detail":"Not Found"}',
+        'GET anonymous /quality-docs/docs 401 {"detail":"Not authenticated"}',  # no Swagger UI
+        'GET admin /quality-docs/docs 404 {"detail":"Not Found"}',
+        'GET anonymous /quality-docs/openapi.json 401 {"detail":"Not authenticated"}',
+        'GET admin /quality-docs/openapi.json 404 {"detail":"Not Found"}',
         "import errors: {}",
     ]
 
@@ -145,6 +151,8 @@ def test_the_cockpit_is_served_to_logged_in_users_and_a_viewer_may_not_act(
     assert answers[("GET", "viewer", "/lakehouse/api/pipelines/iot?hours=2")].endswith('"can_act": [false]}')
     assert status("admin", "/lakehouse/api/pipelines/nope") == "404"
     assert status("anonymous", "/lakehouse/metrics") == "401"
+    for path in ("/lakehouse/docs", "/lakehouse/openapi.json", "/lakehouse/redoc"):  # no API schema to anyone
+        assert status("anonymous", path) == status("admin", path) == "404", path
     assert status("wrong-token", "/lakehouse/metrics") == "403"
     for who in ("admin", "metrics-token"):
         assert answers[("GET", who, "/lakehouse/metrics")].startswith("200  # HELP lakehouse_flow_state")
