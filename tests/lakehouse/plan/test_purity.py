@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 KEY = "lakehouse.test.purity"  # a session setting no test sets otherwise
 VIEW = "purity_test_view"
 ROWS = [("a", 1), ("b", 2)]
-HERE = "tests.lakehouse.test_purity"
+HERE = __name__  # the module the transforms below are defined in
 
 
 def flow(spark: SparkSession, lake: Lake, transform: Callable[[DataFrame], DataFrame]) -> DataFrame:
