@@ -1,6 +1,6 @@
 """Continuous flows under real Airflow and real spark-submit: deploy, data reaches gold, the
-monitor reports healthy; (embedded) SIGKILL of the Python driver, then of its JVM, and the monitor
-restarts the flows from their checkpoints with no row lost or duplicated; stop ends them gracefully.
+monitor reports healthy; (embedded) SIGKILL of the driver, and the monitor restarts the flows from
+their checkpoints with no row lost or duplicated; stop ends them gracefully.
 
 Run on both topologies: embedded (SQLite, ``local[2]``) and the production one, natively
 (Airflow's metadata on Postgres, drivers on the Spark standalone cluster; ``lakehouse.platform.stack``)."""
@@ -91,7 +91,9 @@ def test_deploy_monitor_kill_restart_stop(topology, topology_run, iot: Pipeline,
         return leases[0].pid, leases[0].jvm_pid
 
     def kill_and_restart() -> None:
-        # SIGKILL of the Python driver: its JVM exits too, the monitor restarts the flows
+        # SIGKILL of the Python driver: its JVM exits too, the monitor restarts the flows. (A SIGKILL
+        # of the JVM takes its Python driver down at once and frees the leases the same way:
+        # tests/lakehouse/state/test_control.py; from there the monitor's restart is this one.)
         python_pid, _ = driver()
         land(2)
         os.kill(python_pid, signal.SIGKILL)
@@ -105,25 +107,14 @@ def test_deploy_monitor_kill_restart_stop(topology, topology_run, iot: Pipeline,
         phase("second wave in gold")
         assert_exactly_once()
 
-        # SIGKILL of the JVM: the kernel kills its Python driver at once, the monitor restarts
-        python_pid, jvm_pid = driver()
-        land(3)
-        os.kill(jvm_pid, signal.SIGKILL)
-        poll(lambda: not Proc(python_pid, None).alive(), 10, "the JVM's Python driver to die with it")
-        # the JVM may still be tearing down its threads and heap when its Python driver is gone
-        poll(lambda: not any(control.running(flow) for flow in FLOWS), 30, "the killed JVM to exit")
-        phase("JVM killed")
-        monitor_restarts_all("JVM")
-        phase("monitor: restarted")
-        poll(caught_up, 300, "the third wave to reach gold after the restart")
-        phase("third wave in gold")
-        assert_exactly_once()
-
-    # triggered first: one availableNow run of every flow, from landing to gold
+    # triggered first: one availableNow run of every flow, from landing to gold. Embedded only: on
+    # the stack, the deploy below submits through the same operator to the cluster, and
+    # tests/lakehouse/platform/test_stack.py runs the incremental run there against a local one.
     land(0)
-    airflow_run("iot_incremental").value("run_incremental")
-    assert caught_up(), "the incremental run carried the wave to gold"
-    phase("incremental run")
+    if topology.name == "embedded":
+        airflow_run("iot_incremental").value("run_incremental")
+        assert caught_up(), "the incremental run carried the wave to gold"
+        phase("incremental run")
 
     # deploy: one detached spark-submit driver for every flow; the task ends, the driver runs
     land(1)
