@@ -183,6 +183,26 @@ def stream_committed(spark: SparkSession, path: str, app_id: str, version: int) 
     return False
 
 
+def version_through_batch(spark: SparkSession, path: str, batch: int) -> int | None:
+    """The table's newest version that no stream batch after ``batch`` wrote: the table as it
+    stood when batch ``batch`` was committed, plus any later commit that is not a stream's (a
+    backfill, a compaction). ``None``: no such version in the retained log."""
+    if not exists(spark, path):
+        return None
+    table = DeltaTable.forPath(spark, path)
+    for limit in (20, None):  # a batch in flight is among the newest commits
+        commits = (
+            (table.history(limit) if limit else table.history()).select("version", "userMetadata").collect()
+        )
+        for commit in commits:  # newest first
+            marker = _stream_marker(commit["userMetadata"])
+            if marker is None or marker[1] <= batch:
+                return int(commit["version"])
+        if limit is not None and len(commits) < limit:
+            break
+    return None
+
+
 def _marker(app_id: str, version: int) -> str:
     return json.dumps({STREAM_COMMIT: app_id, "batch": version})
 

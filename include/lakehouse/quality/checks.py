@@ -27,9 +27,11 @@ from lakehouse.quality import gx as qgx
 from lakehouse.quality.report import DOCS_SITE, SAMPLE, CheckResult, QualityReport, TableReport, docs_dir
 from lakehouse.quality.results import QualityLog, to_json
 from lakehouse.sources import PARSE_ERROR
-from lakehouse.spec.expectations import Expectation, snake_case
+from lakehouse.spec.expectations import TABLE_REFERENCE, Expectation, snake_case
+from lakehouse.state import checkpoints
 
 if TYPE_CHECKING:
+    import re
     from collections.abc import Sequence
     from pathlib import Path
 
@@ -154,7 +156,8 @@ def _run_table(
         batch_definition = asset.get_batch_definition(BATCH_DEFINITION)
     except KeyError:
         batch_definition = asset.add_batch_definition_whole_dataframe(BATCH_DEFINITION)
-    expectations = [qgx.instantiate(d, where, lake) for d in declarations]
+    version, versions = as_its_stream_saw_them(spark, lake, pipeline, table, declarations)
+    expectations = [qgx.instantiate(d, where, lake, versions=versions) for d in declarations]
     suite = context.suites.add_or_update(ExpectationSuite(name=name, expectations=expectations))
     definition = context.validation_definitions.add_or_update(
         ValidationDefinition(name=name, data=batch_definition, suite=suite)
@@ -167,7 +170,8 @@ def _run_table(
             result_format={"result_format": "SUMMARY", "partial_unexpected_count": SAMPLE},
         )
     )
-    df = spark.read.format("delta").load(lake.table(table.name))
+    reader = spark.read.format("delta")
+    df = (reader if version is None else reader.option("versionAsOf", version)).load(lake.table(table.name))
     outcome = checkpoint.run(
         batch_parameters={"dataframe": df}, run_id=RunIdentifier(run_name=f"{run_id}:{table.name}")
     )
@@ -178,6 +182,38 @@ def _run_table(
             label = (result.expectation_config.meta or {}).get("lakehouse", {}).get("name")
             report.results.append(_result(table.name, by_label[label], result))
     return report
+
+
+def as_its_stream_saw_them(
+    spark: SparkSession, lake: Lake, pipeline: Pipeline, table: Table, declarations: Sequence[Expectation]
+) -> tuple[int | None, dict[str, int]]:
+    """Which versions a check comparing ``table`` with its upstreams reads: the table as its
+    stream's last committed batch left it, each upstream as far as that batch had read it.
+
+    While streams run, a downstream table trails its upstreams by a batch or more: read both at
+    their latest, a consistency check (each device's status is its latest silver event) fails on
+    a healthy pipeline. ``(None, {})``, the latest of every table, when ``table`` has no stream
+    checkpoint or its checks name no other table."""
+    named = {f"{m[1]}.{m[2]}" for d in declarations for v in d.kwargs.values() for m in _references(v)}
+    upstreams = [
+        name for name in table.upstream_names if name in named and delta.exists(spark, lake.table(name))
+    ]
+    checkpoint = checkpoints.Checkpoint(spark, lake.checkpoint(pipeline.name, table.name))
+    batch = checkpoint.last_committed() if upstreams else None
+    if batch is None:
+        return None, {}
+    ids = {name: delta.detail(spark, lake.table(name))["id"] for name in upstreams}
+    version = delta.version_through_batch(spark, lake.table(table.name), batch)
+    versions = checkpoint.read_through(ids)
+    log.info(
+        "%s checked as its stream's batch %d left it (version %s), against %s",
+        table.name, batch, version, ", ".join(f"{n} version {v}" for n, v in sorted(versions.items())) or "-",
+    )  # fmt: skip
+    return version, versions
+
+
+def _references(value: Any) -> list[re.Match[str]]:
+    return list(TABLE_REFERENCE.finditer(value)) if isinstance(value, str) else []
 
 
 def _row(run_id: str, pipeline: Pipeline, r: CheckResult) -> dict[str, Any]:

@@ -48,7 +48,8 @@ from lakehouse.spec.expectations import TABLE_REFERENCE, Expectation
 from lakehouse.spec.table import PLATFORM_DATABASES
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    import re
+    from collections.abc import Mapping, Sequence
 
     from pyspark.sql import Column, SparkSession
     from pyspark.sql.types import StructType
@@ -100,13 +101,21 @@ def is_dynamic(declaration: Expectation) -> bool:
     return any(isinstance(v, dict) and "$PARAMETER" in v for v in declaration.kwargs.values())
 
 
-def with_table_paths(declaration: Expectation, lake: Lake) -> dict[str, Any]:
-    """The declaration's arguments with ``{layer.table}`` replaced by ``delta.`<path>```."""
+def with_table_paths(
+    declaration: Expectation, lake: Lake, versions: Mapping[str, int] | None = None
+) -> dict[str, Any]:
+    """The declaration's arguments with ``{layer.table}`` replaced by ``delta.`<path>```, read at
+    the table's version in ``versions`` when it has one (the latest otherwise)."""
+
+    def table(match: re.Match[str]) -> str:
+        name = f"{match[1]}.{match[2]}"
+        version = (versions or {}).get(name)
+        return f"delta.`{lake.table(name)}`" + ("" if version is None else f" VERSION AS OF {version}")
 
     def substitute(value: Any) -> Any:
         if not isinstance(value, str):
             return value
-        return TABLE_REFERENCE.sub(lambda m: f"delta.`{lake.table(f'{m[1]}.{m[2]}')}`", value)
+        return TABLE_REFERENCE.sub(table, value)
 
     return {key: substitute(value) for key, value in declaration.kwargs.items()}
 
@@ -117,10 +126,12 @@ def instantiate(
     lake: Lake = _PLACEHOLDER_LAKE,
     *,
     parameters: dict[str, Any] | None = None,
+    versions: Mapping[str, int] | None = None,
 ) -> GxExpectation:
     """The GX expectation a declaration names, tagged with its name and action (``meta``) and
     the matching GX ``severity``. With ``parameters`` (``{}`` for none), suite parameters such
-    as ``{"$PARAMETER": "now() + timedelta(days=1)"}`` are evaluated now."""
+    as ``{"$PARAMETER": "now() + timedelta(days=1)"}`` are evaluated now; tables it names are
+    read at their ``versions`` (see :func:`with_table_paths`)."""
     what = f"{where}: {declaration.label!r}"
     classes = _all_classes()
     cls = classes.get(declaration.gx_class)
@@ -128,7 +139,7 @@ def instantiate(
         close = difflib.get_close_matches(declaration.gx_class, list(classes), n=3)
         hint = f"; did you mean {' or '.join(close)}?" if close else " (see great_expectations.expectations)"
         raise SpecError(f"{what}: GX Core has no expectation class {declaration.gx_class!r}{hint}")
-    kwargs = with_table_paths(declaration, lake)
+    kwargs = with_table_paths(declaration, lake, versions)
     if parameters is not None:
         kwargs, _ = build_suite_parameters(expectation_args=kwargs, suite_parameters=parameters)
     meta = {"lakehouse": {"name": declaration.label, "action": declaration.action}}

@@ -18,6 +18,8 @@ from typing import TYPE_CHECKING, Any
 from lakehouse.state import storage
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from pyspark.sql import SparkSession
 
 # A Delta source offset that read its version to the end carries an index near Long.MAX_VALUE.
@@ -63,6 +65,16 @@ class Checkpoint:
         documents = self.documents(f"{self.path}/commits/{batch}")
         millis = documents[0].get("nextBatchWatermarkMs") if documents else None
         return datetime.fromtimestamp(millis / 1000, tz=UTC) if millis else None
+
+    def read_through(self, table_ids: Mapping[str, str]) -> dict[str, int]:
+        """Of the Delta tables named in ``table_ids`` (name -> Delta table id) the flow reads: the
+        last version its last committed batch had read to the end."""
+        versions = {}
+        for offset in self.committed_offsets():
+            for name, table_id in table_ids.items():
+                if offset.get("reservoirId") == table_id and self.next_version(offset) > 0:
+                    versions[name] = self.next_version(offset) - 1
+        return versions
 
     @staticmethod
     def next_version(offset: dict[str, Any]) -> int:

@@ -1,5 +1,6 @@
-"""The native production topology (``lakehouse.platform.stack``): the same pipeline run on the Spark
-standalone cluster and on ``local[*]`` gives equal tables; the stack's state tells its ports."""
+"""The native production topology's state (``lakehouse.platform.stack``): its ports and secrets.
+Its engines at work: tests/lakehouse/orchestration/dags/test_streams.py deploys on the cluster and
+compares the tables with a local run."""
 
 from __future__ import annotations
 
@@ -19,56 +20,6 @@ from lakehouse.platform.stack import SERVICES, master_state
 from lakehouse.run.stream import StreamRunner
 from lakehouse.spec.sources import LANDED
 from pipelines.iot.generator import generate
-
-BIN = Path(sys.executable).parent
-# where each table's rows came from: the landing file's path differs between the two lakes; and
-# which query, batch and moment put a row in quarantine
-DIFFERS = (*LANDED, "_run_id", "_batch_id", "_quarantined_at")
-
-
-def comparable(df: pl.DataFrame) -> pl.DataFrame:
-    """Sorted rows, floats rounded (sums of doubles depend on the order partitions add up)."""
-    df = df.drop([c for c in DIFFERS if c in df.columns])
-    df = df.with_columns(pl.col(pl.Float64).round(9))
-    return df.select(sorted(df.columns)).sort(sorted(df.columns), nulls_last=True)
-
-
-def land(lake: Lake, iot) -> None:
-    generate(
-        Landing(lake, iot), events=600, files=3, seed=7, start=datetime(2026, 4, 1, 8, tzinfo=UTC),
-        late_fraction=0.1, duplicate_fraction=0.05, malformed_fraction=0.02, unregistered_fraction=0.02,
-    )  # fmt: skip
-
-
-@pytest.mark.slow
-def test_cluster_and_local_give_equal_tables(
-    stack, spark, iot, cli_env: dict[str, str], tmp_path: Path
-) -> None:
-    cluster, local = Lake(str(tmp_path / "cluster")), Lake(str(tmp_path / "local"))
-    land(cluster, iot)
-    land(local, iot)
-    finished_before = len(master_state(stack)["completedapps"])
-
-    env = {**cli_env, "LAKEHOUSE_ROOT": cluster.root, "LAKEHOUSE_SPARK_MASTER": stack.spark_master,
-           "LAKEHOUSE_SPARK_PROPERTIES_FILE": str(stack.spark_properties)}  # fmt: skip
-    result = subprocess.run(
-        [str(BIN / "lakehouse"), "run", "iot", "--trigger", "incremental"],
-        env=env, capture_output=True, text=True, timeout=900,
-    )  # fmt: skip
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    apps = master_state(stack)["completedapps"]
-    assert len(apps) > finished_before, "the run did not execute on the standalone cluster"
-
-    with StreamRunner(spark, local, iot) as runner:  # the test session's local Spark
-        runner.run_incremental(iot.ordered())
-
-    written = [n for n in (*iot.table_names, *(t.quarantine for t in iot.tables)) if exists(local.table(n))]
-    assert "quarantine.gold_device_anomaly_scores" in written  # the scores wait for a model version
-    for name in written:
-        on_cluster, on_local = read_table(cluster.table(name)), read_table(local.table(name))
-        assert on_cluster.height > 0, name
-        assert comparable(on_cluster).equals(comparable(on_local)), f"{name} differs"
-
 
 def test_stack_state_names_every_port(tmp_path: Path) -> None:
     """``ports.json`` holds free ports picked once; ``env.sh`` points the CLIs at the stack."""

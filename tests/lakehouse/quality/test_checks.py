@@ -3,15 +3,21 @@ every result in ops.quality_results and render the suites in Data Docs."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import polars as pl
 import pytest
 
 from lakehouse.core.lake import Lake
+from lakehouse.monitoring.ops_tables import read_table
+from lakehouse.plan.generators import Landing
 from lakehouse.quality.checks import run_checks, suite_declarations
 from lakehouse.quality.report import docs_dir, results_from_log
 from lakehouse.quality.results import QualityLog
+from lakehouse.run.stream import StreamRunner
 from lakehouse.spec import Pipeline
+from pipelines.iot.generator import generate
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
@@ -77,3 +83,42 @@ def test_a_violated_check_is_reported_with_its_offending_rows(
     # Airflow's verdict tasks rebuild the same report from the history, Spark-free
     again = results_from_log(QualityLog(fresh_iot).run("bad-run"), "silver.device_events")
     assert [(v.expectation, v.unexpected_count) for v in again.violations] == [("event_id_unique", 2)]
+
+
+def test_a_table_behind_its_upstream_is_checked_as_its_stream_saw_it(
+    spark, lake: Lake, iot: Pipeline, tmp_path: Path
+) -> None:
+    """While streams run, gold trails silver by a batch or more: gold is compared with silver as
+    gold's last committed batch had read it, so a healthy pipeline passes; a damaged gold fails."""
+    end = datetime.now(UTC).replace(microsecond=0) - timedelta(minutes=1)
+    landing = Landing(lake, iot)
+    generate(landing, events=200, seed=61, start=end - timedelta(hours=2), end=end - timedelta(hours=1))
+    with StreamRunner(spark, lake, iot) as runner:
+        runner.run_incremental(
+            iot.select(["bronze.device_events", "silver.device_events", "gold.device_status"])
+        )
+        generate(landing, events=200, seed=62, start=end - timedelta(hours=1), end=end, write_registry=False)
+        runner.run_incremental(iot.select(["bronze.device_events", "silver.device_events"]))
+
+    # the oracle, computed here: gold's statuses are not silver's latest events (gold is behind)
+    silver, status = (
+        read_table(lake.table("silver.device_events")),
+        read_table(lake.table("gold.device_status")),
+    )
+    latest = dict(silver.group_by("device").agg(pl.col("event_time").max()).iter_rows())
+    assert dict(status.select("device", "event_time").iter_rows()) != latest, "gold is not behind silver"
+
+    def status_check(run_id: str):
+        report = run_checks(spark, lake, iot, tmp_path / "quality", ["gold.device_status"], run_id=run_id)
+        [table] = report.tables
+        [result] = [r for r in table.results if r.expectation == "status_is_latest_silver_event"]
+        return result
+
+    assert status_check("behind").success
+    device = status["device"].sort()[0]
+    spark.sql(  # a lost update: one device's status an hour old
+        f"UPDATE delta.`{lake.table('gold.device_status')}` SET event_time = event_time - INTERVAL 1 HOUR "
+        f"WHERE device = '{device}'"
+    )
+    damaged = status_check("damaged")
+    assert not damaged.success and damaged.unexpected_count == 1, damaged
