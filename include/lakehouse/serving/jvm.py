@@ -51,11 +51,18 @@ def build_jar(destination: Path) -> Path:
 
 def read_only_conf(extensions: str | None, *, allow_writes: bool) -> dict[str, str]:
     """Spark settings of a serving process: the read-only extension listed after Delta's (it
-    must wrap Delta's parser), and the operator's switch, fixed at launch."""
+    must wrap Delta's parser), and the operator's switch, fixed at launch.
+
+    Read-only, ``${env:...}`` and ``${system:...}`` in a statement stay text: Spark would replace
+    them with the server's environment (cloud credentials, often) before any guard sees the
+    statement, and analysts may not turn substitution back on (it is not a settable key)."""
     listed = [
         e.strip() for e in (extensions or DELTA_EXTENSION).split(",") if e.strip() and e.strip() != READ_ONLY
     ]
-    return {"spark.sql.extensions": ",".join([*listed, READ_ONLY]), ALLOW_WRITES: str(allow_writes).lower()}
+    conf = {"spark.sql.extensions": ",".join([*listed, READ_ONLY]), ALLOW_WRITES: str(allow_writes).lower()}
+    if not allow_writes:
+        conf["spark.sql.variable.substitute"] = "false"
+    return conf
 
 
 def read_only_installed(spark: SparkSession) -> bool:

@@ -46,7 +46,18 @@ ATTACKS = {
     "script transform": "SELECT TRANSFORM(device) USING 'cat' AS (d) FROM gold.device_status",
     "cache": "CACHE TABLE gold.device_status",
     "files back on": "SET spark.sql.runSQLOnFiles = true",
+    "every setting reset": "RESET",  # the guard's own session settings with them
+    "a guarded setting reset": "RESET spark.sql.runSQLOnFiles",
+    "variables substituted": "SET spark.sql.variable.substitute = true",
+    "a server file opened by an option": (
+        "SELECT from_xml('<a>1</a>', 'a INT', map('rowValidationXSDPath', '/etc/passwd'))"
+    ),
+    "a URL opened by an option": (
+        "SELECT from_xml('<a>1</a>', 'a INT', map('ROWVALIDATIONXSDPATH', 'http://127.0.0.1:1/x.xsd'))"
+    ),
 }
+# Spark would put the server's environment and JVM properties in place of these
+VARIABLES = ("${env:PATH}", "${env:HOME}", "${system:user.dir}", "${system:java.home}")
 READS = [
     "SELECT count(*) FROM silver.device_events",
     "WITH s AS (SELECT device FROM gold.device_status) SELECT count(*) FROM s",
@@ -88,7 +99,19 @@ def test_jdbc_clients_can_read_and_nothing_else(served, demo) -> None:
     )
     assert "file paths cannot be queried as tables" in refused["a file as a table"]
     assert "reflect is not allowed" in refused["reflect"]
+    assert "RESET of every setting is not allowed" in refused["every setting reset"]
+    assert (
+        "the option rowValidationXSDPath of from_xml is not allowed"
+        in refused["a server file opened by an option"]
+    )
     assert snapshot(demo.lake) == before, "the lake changed"
+
+
+def test_the_servers_environment_stays_out_of_answers(served) -> None:
+    """``${env:X}`` and ``${system:X}`` are text to an analyst, never the server's values."""
+    columns = ", ".join(f"'{variable}'" for variable in VARIABLES)
+    [row] = served.query(f"SELECT {columns}")
+    assert tuple(row) == VARIABLES
 
 
 def test_settings_in_the_connection_cannot_turn_files_back_on(served, demo) -> None:

@@ -145,6 +145,20 @@ public final class ReadOnlySqlExtension extends AbstractFunction1<SparkSessionEx
   private static final String C = "org.apache.spark.sql.execution.command.";
   private static final String D = "org.apache.spark.sql.delta.commands.";
 
+  /**
+   * RESET of one settable key only: a bare RESET would also reset what the guard set in the
+   * session (files off), until the next statement is parsed.
+   */
+  static void checkReset(ResetCommand reset, Set<String> settable) {
+    Option<String> key = reset.config();
+    if (!key.isDefined()) {
+      throw refused("RESET of every setting is not allowed; RESET one of: " + String.join(", ", settable));
+    }
+    if (!settable.contains(key.get())) {
+      throw refused("RESET " + key.get() + " is not allowed; settable: " + String.join(", ", settable));
+    }
+  }
+
   private static Set<String> names(String prefix, String... simple) {
     Set<String> out = new HashSet<>();
     for (String s : simple) {
@@ -202,6 +216,13 @@ public final class ReadOnlySqlExtension extends AbstractFunction1<SparkSessionEx
 
   /** Functions that call arbitrary static Java methods. */
   static final Set<String> DENIED_FUNCTIONS = new HashSet<>(Arrays.asList("reflect", "java_method", "try_reflect"));
+
+  /**
+   * Options of functions (from_xml, from_avro, ...) that make the server open a file or URL an
+   * analyst names: a file-existence oracle and requests to any address. Lower case.
+   */
+  static final Set<String> DENIED_OPTIONS =
+      new HashSet<>(Arrays.asList("rowvalidationxsdpath", "avroschemaurl"));
 
   /** Analyzed commands allowed at the root (v1 forms for the session catalog, v2 forms otherwise). */
   static final Set<String> ANALYZED_COMMANDS =
@@ -501,10 +522,7 @@ public final class ReadOnlySqlExtension extends AbstractFunction1<SparkSessionEx
         return;
       }
       if (plan instanceof ResetCommand) {
-        Option<String> key = ((ResetCommand) plan).config();
-        if (key.isDefined() && !settable.contains(key.get())) {
-          throw refused("RESET " + key.get() + " is not allowed; settable: " + String.join(", ", settable));
-        }
+        checkReset((ResetCommand) plan, settable);
         return;
       }
       if (PARSED_STATEMENTS.contains(cls)) {
@@ -610,6 +628,23 @@ public final class ReadOnlySqlExtension extends AbstractFunction1<SparkSessionEx
     }
   }
 
+  /** The keys of an expression's {@code options} map (from_xml, from_csv, ...), if it has one. */
+  static List<String> optionKeys(Expression e) {
+    List<String> keys = new ArrayList<>();
+    try {
+      Object options = e.getClass().getMethod("options").invoke(e);
+      if (options instanceof scala.collection.Map) {
+        scala.collection.Iterator<?> it = ((scala.collection.Map<?, ?>) options).keysIterator();
+        while (it.hasNext()) {
+          keys.add(String.valueOf(it.next()));
+        }
+      }
+    } catch (ReflectiveOperationException | RuntimeException ignored) {
+      // no options accessor: nothing to check
+    }
+    return keys;
+  }
+
   // ------------------------------------------------------------------------------ analyzed plans
 
   /** Runs on every analyzed plan of the session (its own and Spark/Delta internals alike). */
@@ -644,11 +679,7 @@ public final class ReadOnlySqlExtension extends AbstractFunction1<SparkSessionEx
         }
       }
       if (plan instanceof ResetCommand) {
-        Option<String> key = ((ResetCommand) plan).config();
-        Set<String> keys = settable(session);
-        if (key.isDefined() && !keys.contains(key.get())) {
-          throw refused("RESET " + key.get() + " is not allowed; settable: " + String.join(", ", keys));
-        }
+        checkReset((ResetCommand) plan, settable(session));
       }
       walk(plan, true);
       return BoxedUnit.UNIT;
@@ -672,6 +703,12 @@ public final class ReadOnlySqlExtension extends AbstractFunction1<SparkSessionEx
     private void expression(Expression e) {
       if (DENIED_EXPRESSIONS.contains(e.getClass().getName())) {
         throw refused("the function " + e.prettyName() + " is not allowed (it runs Java code)");
+      }
+      for (String key : optionKeys(e)) {
+        if (DENIED_OPTIONS.contains(key.toLowerCase(Locale.ROOT))) {
+          throw refused("the option " + key + " of " + e.prettyName() + " is not allowed (it makes the "
+              + "server open a file or URL)");
+        }
       }
       if (e instanceof SubqueryExpression) {
         walk(((SubqueryExpression) e).plan(), false);
