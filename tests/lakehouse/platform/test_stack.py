@@ -5,21 +5,10 @@ compares the tables with a local run."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
-from datetime import UTC, datetime
 from pathlib import Path
 
-import polars as pl
-import pytest
+from lakehouse.platform.stack import SERVICES
 
-from lakehouse.core.lake import Lake
-from lakehouse.monitoring.ops_tables import exists, read_table
-from lakehouse.plan.generators import Landing
-from lakehouse.platform.stack import SERVICES, master_state
-from lakehouse.run.stream import StreamRunner
-from lakehouse.spec.sources import LANDED
-from pipelines.iot.generator import generate
 
 def test_stack_state_names_every_port(tmp_path: Path) -> None:
     """``ports.json`` holds free ports picked once; ``env.sh`` points the CLIs at the stack."""

@@ -3,7 +3,8 @@ monitor reports healthy; (embedded) SIGKILL of the driver, and the monitor resta
 their checkpoints with no row lost or duplicated; stop ends them gracefully.
 
 Run on both topologies: embedded (SQLite, ``local[2]``) and the production one, natively
-(Airflow's metadata on Postgres, drivers on the Spark standalone cluster; ``lakehouse.platform.stack``)."""
+(Airflow's metadata on Postgres, drivers on the Spark standalone cluster; ``lakehouse.platform.stack``),
+where the tables the cluster wrote equal those of the same landing run on ``local[2]``."""
 
 from __future__ import annotations
 
@@ -19,22 +20,62 @@ import pytest
 from lakehouse import registry
 from lakehouse.core.lake import Lake
 from lakehouse.core.processes import Proc
-from lakehouse.monitoring.ops_tables import read_table
+from lakehouse.monitoring.ops_tables import exists, read_table
 from lakehouse.plan.generators import Landing
+from lakehouse.run.stream import StreamRunner
 from lakehouse.spec import Pipeline
+from lakehouse.spec.sources import LANDED
 from lakehouse.state.control import Deployment, FlowControl
-from pipelines.iot.generator import generate
+from pipelines.iot.generator import Summary, generate
 
 FLOWS = registry.get("pipelines", "iot").table_names  # the scores wait in quarantine: no model yet
 START = datetime(2026, 2, 1, 8, tzinfo=UTC)
+# where each row came from (the landing file's path differs between two lakes), and which query,
+# batch and moment put a row in quarantine
+DIFFERS = (*LANDED, "_run_id", "_batch_id", "_quarantined_at")
 
 
 def table(lake: Lake, name: str) -> pl.DataFrame:
     return read_table(lake.table(name))
 
 
+def comparable(df: pl.DataFrame) -> pl.DataFrame:
+    """Sorted rows, floats rounded (sums of doubles depend on the order partitions add up)."""
+    df = df.drop([c for c in DIFFERS if c in df.columns])
+    df = df.with_columns(pl.col(pl.Float64).round(9))
+    return df.select(sorted(df.columns)).sort(sorted(df.columns), nulls_last=True)
+
+
+def assert_equal_to_a_local_run(
+    request: pytest.FixtureRequest, lake: Lake, iot: Pipeline, waves: int
+) -> None:
+    """The tables the cluster's executors wrote equal those of the same landing run on the test
+    session's ``local[2]``: the same code, whatever runs it."""
+    local = Lake(str(Path(lake.root).with_name("local-lake")))
+    for wave in range(waves):
+        land(local, iot, wave)
+    with StreamRunner(request.getfixturevalue("spark"), local, iot) as runner:
+        runner.run_incremental(iot.ordered())
+    written = [n for n in (*iot.table_names, *(t.quarantine for t in iot.tables)) if exists(local.table(n))]
+    assert "quarantine.gold_device_anomaly_scores" in written  # the scores wait for a model version
+    for name in written:
+        on_cluster, on_local = table(lake, name), table(local, name)
+        assert on_cluster.height > 0, name
+        assert comparable(on_cluster).equals(comparable(on_local)), f"{name} differs"
+
+
+def land(lake: Lake, iot: Pipeline, wave: int) -> Summary:
+    """One hour of traffic (late events, duplicates, malformed lines) per wave."""
+    return generate(
+        Landing(lake, iot), events=150, files=1, seed=wave, start=START + timedelta(hours=wave),
+        late_fraction=0.1, duplicate_fraction=0.05, malformed_fraction=0.02,
+    )  # fmt: skip
+
+
 @pytest.mark.slow
-def test_deploy_monitor_kill_restart_stop(topology, topology_run, iot: Pipeline, poll, reap_drivers) -> None:
+def test_deploy_monitor_kill_restart_stop(
+    request: pytest.FixtureRequest, topology, topology_run, iot: Pipeline, poll, reap_drivers
+) -> None:
     airflow_run = topology_run
     lake = Lake(topology.env["LAKEHOUSE_ROOT"])
     control = FlowControl(Path(lake.root) / "control", "iot")
@@ -44,12 +85,8 @@ def test_deploy_monitor_kill_restart_stop(topology, topology_run, iot: Pipeline,
     def phase(name: str) -> None:  # timings in the captured output of a failure
         print(f"{time.monotonic() - began:6.1f} s  {name}", flush=True)
 
-    def land(wave: int) -> None:
-        """One hour of traffic (late events, duplicates, malformed lines) per wave."""
-        summary = generate(
-            Landing(lake, iot), events=150, files=1, seed=wave, start=START + timedelta(hours=wave),
-            late_fraction=0.1, duplicate_fraction=0.05, malformed_fraction=0.02,
-        )  # fmt: skip
+    def land_wave(wave: int) -> None:
+        summary = land(lake, iot, wave)
         landed["lines"] += summary.lines
         landed["ids"] |= set(summary.event_ids)
 
@@ -95,7 +132,7 @@ def test_deploy_monitor_kill_restart_stop(topology, topology_run, iot: Pipeline,
         # of the JVM takes its Python driver down at once and frees the leases the same way:
         # tests/lakehouse/state/test_control.py; from there the monitor's restart is this one.)
         python_pid, _ = driver()
-        land(2)
+        land_wave(2)
         os.kill(python_pid, signal.SIGKILL)
         poll(
             lambda: not any(control.running(flow) for flow in FLOWS), 60, "the killed driver to be seen dead"
@@ -108,16 +145,15 @@ def test_deploy_monitor_kill_restart_stop(topology, topology_run, iot: Pipeline,
         assert_exactly_once()
 
     # triggered first: one availableNow run of every flow, from landing to gold. Embedded only: on
-    # the stack, the deploy below submits through the same operator to the cluster, and
-    # tests/lakehouse/platform/test_stack.py runs the incremental run there against a local one.
-    land(0)
+    # the stack, the deploy below submits through the same operator to the cluster.
+    land_wave(0)
     if topology.name == "embedded":
         airflow_run("iot_incremental").value("run_incremental")
         assert caught_up(), "the incremental run carried the wave to gold"
         phase("incremental run")
 
     # deploy: one detached spark-submit driver for every flow; the task ends, the driver runs
-    land(1)
+    land_wave(1)
     deployed = airflow_run("iot_stream_deploy", {"interval": "1 second"}).value("deploy")
     assert sorted(deployed) == sorted(FLOWS) and all(  # Postgres' JSONB XComs reorder keys
         m.startswith("running: driver pid") for m in deployed.values()
@@ -149,6 +185,8 @@ def test_deploy_monitor_kill_restart_stop(topology, topology_run, iot: Pipeline,
     assert_exactly_once()
     progress = read_table(lake.table("ops.stream_progress"))
     assert set(progress.filter(pl.col("event") == "terminated")["flow"]) == set(FLOWS)
+    if topology.name == "stack":
+        assert_equal_to_a_local_run(request, lake, iot, waves=2)
 
 
 def test_the_monitor_fails_and_alerts_when_a_flow_is_out_of_restarts(
