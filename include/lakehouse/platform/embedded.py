@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
 from lakehouse import registry
@@ -36,6 +37,10 @@ from lakehouse.platform.services import (
     wait_ready,
 )
 from lakehouse.state.control import FlowControl
+
+# Flows finish their micro-batch before they stop; a driver still starting its queries on a busy
+# machine takes longer. Past this, make down kills the drivers with the services.
+DRIVER_STOP_TIMEOUT = 180.0
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -103,20 +108,43 @@ Lakehouse is up.
     )
 
 
+def stop_drivers(conf: Settings, timeout: float = DRIVER_STOP_TIMEOUT) -> list[str]:
+    """Stop every running deployed flow gracefully, all pipelines at once (one ``timeout`` for
+    all, not one per pipeline); they stay deployed. One report line per flow or pipeline."""
+    pipelines = registry.discover(conf.pipelines_package)
+    work = {}
+    for name, pipeline in pipelines.items():
+        control = FlowControl.of(conf, name)
+        deployed = [t for t in pipeline.table_names if control.deployment(t) and control.running(t)]
+        if deployed:
+            work[name] = deployed
+    if not work:
+        return []
+    lines = []
+    with ThreadPoolExecutor(max_workers=len(work)) as pool:
+        stopping = {
+            name: pool.submit(
+                operations.stop, conf, pipelines[name], flows, timeout=timeout, keep_deployed=True
+            )
+            for name, flows in work.items()
+        }
+        for name, future in stopping.items():
+            try:
+                messages = future.result()
+            except operations.FlowStopTimeout as exc:
+                lines.append(f"{name}: {exc}; their drivers are killed with the services")
+                continue
+            lines += [
+                f"{name} {flow}: {message} (still deployed: resumes after make up)"
+                for flow, message in messages.items()
+            ]
+    return lines
+
+
 def down(platform: Platform) -> None:
     print(f"Stopping the embedded platform (state in {platform.dir}):")
-    for pipeline in registry.discover(platform.conf.pipelines_package).values():
-        control = FlowControl.of(platform.conf, pipeline.name)
-        deployed = [t for t in pipeline.table_names if control.deployment(t) and control.running(t)]
-        if not deployed:
-            continue
-        try:
-            messages = operations.stop(platform.conf, pipeline, deployed, timeout=120, keep_deployed=True)
-        except operations.FlowStopTimeout as exc:
-            print(f"  {pipeline.name}: {exc}; their drivers are killed with the services")
-            continue
-        for flow, message in messages.items():
-            print(f"  {pipeline.name} {flow}: {message} (still deployed: resumes after make up)")
+    for line in stop_drivers(platform.conf):
+        print(f"  {line}")
     for service in reversed(services(platform.conf)):
         platform.stop(service.name)
     print("Stopped.")

@@ -9,6 +9,7 @@ import os
 import re
 import socket
 import subprocess
+import threading
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -303,3 +304,36 @@ def test_the_cockpit_deploys_a_flow_sees_it_healthy_with_charts_and_stops_it(pla
         browser.close()
     audit = running.api("GET", "/api/v2/eventLogs?dag_id=iot_stream_deploy&event=trigger_dag_run")
     assert [e["owner"] for e in audit["event_logs"]] == ["admin"]  # Airflow's audit log names the user
+
+
+def test_make_down_stops_the_flows_of_every_pipeline_at_once(tmp_path: Path) -> None:
+    """One stop window for all pipelines: each stand-in driver below releases its flow only once
+    every pipeline's flow was asked to stop, so stopping pipeline after pipeline (each waiting for
+    its own flows first) runs out of time on the first."""
+    from lakehouse.platform.embedded import stop_drivers
+    from lakehouse.state.control import Deployment, FlowControl
+
+    conf = Settings(root=str(tmp_path / "lake"))
+    flows = {"iot": "silver.device_events", "ads": "silver.clicks"}
+    controls = {name: FlowControl.of(conf, name) for name in flows}
+    for name, flow in flows.items():
+        controls[name].deploy(Deployment(flow, "driver", "1 second", datetime.now(UTC)))
+        controls[name].acquire(flow, f"driver-{name}", ttl=120, trigger="continuous")
+
+    def driver(name: str) -> None:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if all(controls[n].stop_requested(f) for n, f in flows.items()):
+                controls[name].release(flows[name], f"driver-{name}")
+                return
+            time.sleep(0.2)
+
+    threads = [threading.Thread(target=driver, args=(name,)) for name in flows]
+    for thread in threads:
+        thread.start()
+    lines = stop_drivers(conf, timeout=30)
+    for thread in threads:
+        thread.join()
+    assert sorted(line.split(":")[0] for line in lines) == sorted(f"{n} {f}" for n, f in flows.items())
+    assert all("stopped in" in line and "still deployed" in line for line in lines), lines
+    assert all(controls[n].deployment(f) is not None for n, f in flows.items()), "they stay deployed"
