@@ -8,6 +8,10 @@ or a Bearer token from ``/auth/token``; the metrics also accept the token of
 through Airflow's own REST API as the logged-in user, so Airflow checks the user's rights and its
 audit log shows who did what. The answers say whether the user may trigger each pipeline's DAGs,
 so the page shows a viewer the buttons disabled.
+
+A user sees a pipeline (overview, page, metrics) only if Airflow lets them read every one of its
+DAGs: per-DAG permissions of the auth manager in use hide the pipelines of other teams; an
+unreadable pipeline's page answers 404, as an unknown one does.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from lakehouse import registry
 from lakehouse.cockpit import metrics, views
 from lakehouse.core.config import Settings, settings
+from lakehouse.spec import Pipeline
 
 PAGE = Path(__file__).with_name("page.html")
 
@@ -39,6 +44,19 @@ def _may_trigger(user: Any, dag_ids: list[str]) -> bool:
         )
         for dag_id in dag_ids
     )
+
+
+def _may_read(user: Any, dag_ids: list[str]) -> bool:
+    manager = get_auth_manager()
+    return all(
+        manager.is_authorized_dag(method="GET", details=DagDetails(id=dag_id), user=user)
+        for dag_id in dag_ids
+    )
+
+
+def _visible(pipelines: dict[str, Pipeline], user: Any) -> dict[str, Pipeline]:
+    """The pipelines whose every DAG ``user`` may read."""
+    return {name: p for name, p in pipelines.items() if _may_read(user, list(views.dag_ids(p).values()))}
 
 
 def _with_rights(answer: dict[str, Any], user: Any) -> dict[str, Any]:
@@ -58,14 +76,15 @@ async def _user(request: Request) -> Any:
     return await resolve_user_from_token(_bearer(request) or request.cookies.get(COOKIE_NAME_JWT_TOKEN))
 
 
-async def _metrics_reader(request: Request, conf: Settings) -> None:
-    """The metrics token of ``LAKEHOUSE_METRICS_TOKEN_FILE``, or an Airflow login (else 401/403)."""
+async def _metrics_reader(request: Request, conf: Settings) -> Any:
+    """The metrics token of ``LAKEHOUSE_METRICS_TOKEN_FILE`` (``None``: the scraper), or an
+    Airflow login: its user (else 401/403)."""
     bearer = _bearer(request)
     if bearer and conf.metrics_token_file and conf.metrics_token_file.is_file():
         expected = conf.metrics_token_file.read_text().strip()
         if expected and hmac.compare_digest(bearer.encode(), expected.encode()):
-            return
-    await _user(request)
+            return None
+    return await _user(request)
 
 
 def cockpit_app() -> FastAPI:
@@ -97,7 +116,7 @@ def cockpit_app() -> FastAPI:
     def overview(user: GetUserDep) -> dict[str, Any]:
         conf = settings()
         started = time.perf_counter()
-        answer = views.overview(conf, registry.discover(conf.pipelines_package))
+        answer = views.overview(conf, _visible(registry.discover(conf.pipelines_package), user))
         answer["read_ms"] = round((time.perf_counter() - started) * 1000)
         return _with_rights(answer, user)
 
@@ -106,7 +125,7 @@ def cockpit_app() -> FastAPI:
         name: str, user: GetUserDep, hours: Annotated[float, Query(gt=0, le=24 * 31)] = 1.0
     ) -> dict[str, Any]:
         conf = settings()
-        pipelines = registry.discover(conf.pipelines_package)
+        pipelines = _visible(registry.discover(conf.pipelines_package), user)
         if name not in pipelines:
             raise HTTPException(
                 status_code=404, detail=f"no pipeline named {name!r} (known: {', '.join(pipelines)})"
@@ -119,8 +138,9 @@ def cockpit_app() -> FastAPI:
     @app.get("/metrics")
     async def prometheus(request: Request) -> Response:
         conf = settings()
-        await _metrics_reader(request, conf)
+        user = await _metrics_reader(request, conf)
         pipelines = registry.discover(conf.pipelines_package)
+        pipelines = pipelines if user is None else _visible(pipelines, user)  # the token reads all
         body = metrics.exposition(views.overview(conf, pipelines), views.table_figures(conf, pipelines))
         return Response(body, media_type="text/plain; version=0.0.4; charset=utf-8")
 

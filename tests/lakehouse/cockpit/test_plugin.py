@@ -162,3 +162,63 @@ def test_the_cockpit_is_served_to_logged_in_users_and_a_viewer_may_not_act(
     assert "('Lakehouse', '/lakehouse/', 'nav')" in views
     assert "('Lakehouse', '/lakehouse/?dag={DAG_ID}', 'dag')" in views
     assert "spark imported: False" in lines
+
+
+TEAM_AUTH = '''
+from airflow.api_fastapi.auth.managers.simple.simple_auth_manager import SimpleAuthManager
+
+
+class TeamAuthManager(SimpleAuthManager):
+    """Per-DAG rights, as FAB or Keycloak give them: "iot-team" may read the iot DAGs only."""
+
+    def is_authorized_dag(self, *, method, user, access_entity=None, details=None):
+        if user.get_name() == "iot-team" and details is not None and not str(details.id).startswith("iot_"):
+            return False
+        return super().is_authorized_dag(method=method, user=user, access_entity=access_entity, details=details)
+'''
+
+TEAM = """
+import json, os
+from fastapi.testclient import TestClient
+from airflow.api_fastapi.app import create_app
+
+client = TestClient(create_app(), follow_redirects=False)
+passwords = json.load(open(os.environ["AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE"]))
+token = client.post("/auth/token", json={"username": "iot-team", "password": passwords["iot-team"]}).json()
+headers = {"Authorization": f"Bearer {token['access_token']}"}
+overview = client.get("/lakehouse/api/overview", headers=headers).json()
+print("GET overview", [p["name"] for p in overview["pipelines"]])
+for name in ("iot", "ads"):
+    print("GET page", name, client.get(f"/lakehouse/api/pipelines/{name}", headers=headers).status_code)
+metrics = client.get("/lakehouse/metrics", headers=headers).text
+print("GET metrics", sorted({line.split('pipeline="')[1].split('"')[0] for line in metrics.splitlines() if 'pipeline="' in line}))
+"""
+
+
+def test_a_user_sees_only_the_pipelines_whose_dags_airflow_lets_them_read(
+    tmp_path: Path, airflow_home: Path
+) -> None:
+    (tmp_path / "team_auth.py").write_text(TEAM_AUTH)
+    passwords = tmp_path / "passwords.json"
+    passwords.write_text('{"iot-team": "team-secret"}')
+    env = {
+        **os.environ,
+        "AIRFLOW_HOME": str(airflow_home),
+        "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+        "AIRFLOW__CORE__AUTH_MANAGER": "team_auth.TeamAuthManager",
+        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": "iot-team:admin",  # every right, on the iot DAGs
+        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(passwords),
+        "LAKEHOUSE_ROOT": str(tmp_path / "lake"),
+        "PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")]),
+    }
+    result = subprocess.run(
+        [sys.executable, "-c", TEAM], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=300
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    lines = [line for line in result.stdout.splitlines() if line.startswith("GET")]
+    assert lines == [
+        "GET overview ['iot']",
+        "GET page iot 200",
+        "GET page ads 404",  # as a pipeline that does not exist
+        "GET metrics ['iot']",
+    ]
