@@ -336,7 +336,9 @@ def secured_server(tmp_path_factory: pytest.TempPathFactory, demo_root: Path) ->
         demo_root,
         spark_master="local[1]",
         serve_password_file=str(home / "users"),
-        catalog_refresh_seconds="3",
+        # with a metastore, every refresh compares the whole catalog (other processes may change
+        # it): 8% of a core at 3 s, for the rest of the run; 10 s keeps it near 2 %
+        catalog_refresh_seconds="10",
         metastore_uri=f"jdbc:derby:;databaseName={home / 'metastore_db'};create=true",
     )
     server.credentials = ("analyst", "analyst-password")
