@@ -208,6 +208,9 @@ def stack():
     home.chmod(0o755)  # Postgres runs as its own user when the tests run as root
     with topology.running(Settings(stack_dir=home), topology.ENGINES) as started:
         yield started
+        from lakehouse.sources.kafka import close_producers
+
+        close_producers()  # before the broker stops
 
 
 # --------------------------------------------------------------------------- Airflow

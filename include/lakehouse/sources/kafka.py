@@ -114,6 +114,13 @@ def _producer(servers: str) -> Any:
     return _PRODUCERS[servers]
 
 
+def close_producers() -> None:
+    """Close this process's producers (a producer left open keeps reconnecting, and logging it,
+    once its broker is gone)."""
+    while _PRODUCERS:
+        _PRODUCERS.popitem()[1].close()
+
+
 def _key(line: str) -> bytes | None:
     """The record key: the event's device (one device's events stay in order in one partition)."""
     try:
