@@ -158,10 +158,9 @@ class LiveFlows:
             query.processAllAvailable()
 
     def stop(self) -> None:
-        from lakehouse.run.stream import stop_gracefully
+        from lakehouse.run.stream import stop_together
 
-        for query in self.queries:
-            stop_gracefully(query)
+        stop_together(self.queries)
         self.runner.close()
 
 

@@ -36,32 +36,28 @@ from lakehouse.spec import Pipeline
 PAGE = Path(__file__).with_name("page.html")
 
 
-def _may_trigger(user: Any, dag_ids: list[str]) -> bool:
+def _authorized(user: Any, dag_ids: list[str], method: str, access_entity: Any = None) -> bool:
+    """Whether Airflow's auth manager lets ``user`` do ``method`` on every one of ``dag_ids``: a
+    pipeline's page shows or acts on all its DAGs at once, so one refused DAG refuses it."""
     manager = get_auth_manager()
     return all(
         manager.is_authorized_dag(
-            method="POST", access_entity=DagAccessEntity.RUN, details=DagDetails(id=dag_id), user=user
+            method=method, access_entity=access_entity, details=DagDetails(id=dag_id), user=user
         )
-        for dag_id in dag_ids
-    )
-
-
-def _may_read(user: Any, dag_ids: list[str]) -> bool:
-    manager = get_auth_manager()
-    return all(
-        manager.is_authorized_dag(method="GET", details=DagDetails(id=dag_id), user=user)
         for dag_id in dag_ids
     )
 
 
 def _visible(pipelines: dict[str, Pipeline], user: Any) -> dict[str, Pipeline]:
     """The pipelines whose every DAG ``user`` may read."""
-    return {name: p for name, p in pipelines.items() if _may_read(user, list(views.dag_ids(p).values()))}
+    return {
+        name: p for name, p in pipelines.items() if _authorized(user, list(views.dag_ids(p).values()), "GET")
+    }
 
 
 def _with_rights(answer: dict[str, Any], user: Any) -> dict[str, Any]:
     for pipeline in answer.get("pipelines", [answer]):
-        pipeline["can_act"] = _may_trigger(user, list(pipeline["dags"].values()))
+        pipeline["can_act"] = _authorized(user, list(pipeline["dags"].values()), "POST", DagAccessEntity.RUN)
     answer["user"] = user.get_name()
     return answer
 

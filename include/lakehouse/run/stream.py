@@ -302,14 +302,16 @@ class StreamRunner:
         runs: dict[str, FlowRun] = {}
         paused: set[str] = set()
 
-        def halt(name: str, graceful: bool) -> None:
-            query = queries.pop(name)
+        def halt(names: Sequence[str], graceful: bool) -> None:
+            """Stop ``names`` together (gracefully: each after its running micro-batch)."""
+            halted = {name: queries.pop(name) for name in names}
             if graceful:
-                stop_gracefully(query)
-            else:
-                query.stop()
-            runs[name].absorb(query)
-            self.recorder.wait_terminated(str(query.id), timeout=30)
+                stop_together(list(halted.values()))
+            for name, query in halted.items():
+                if not graceful:
+                    query.stop()
+                runs[name].absorb(query)
+                self.recorder.wait_terminated(str(query.id), timeout=30)
 
         def launch(name: str) -> None:
             queries[name] = self.start(by_name[name], Trigger("continuous", interval))
@@ -319,22 +321,26 @@ class StreamRunner:
             for table in tables:
                 launch(table.name)
             while (queries or paused) and not signals.fenced():
+                ended, stopping, pausing = [], [], []
                 for name, query in list(queries.items()):
                     if not query.isActive:
                         error = query.exception()
                         runs[name].exception = str(error) if error else None
                         log.log(logging.ERROR if error else logging.INFO, "%s ended: %s", name, error)
-                        halt(name, graceful=False)
-                        signals.ended(name)
+                        ended.append(name)
                     elif signals.stop_requested(name):
                         log.info("%s: stopping after its running micro-batch", name)
-                        halt(name, graceful=True)
-                        signals.ended(name)
+                        stopping.append(name)
                     elif signals.pause_requested(name):
                         log.info("%s: pausing after its running micro-batch, for a backfill", name)
-                        halt(name, graceful=True)
-                        signals.paused(name)
-                        paused.add(name)
+                        pausing.append(name)
+                halt(ended, graceful=False)
+                halt(stopping + pausing, graceful=True)
+                for name in ended + stopping:
+                    signals.ended(name)
+                for name in pausing:
+                    signals.paused(name)
+                    paused.add(name)
                 for name in list(paused):
                     if signals.stop_requested(name):
                         paused.discard(name)
@@ -345,8 +351,9 @@ class StreamRunner:
                         launch(name)
                 time.sleep(poll_seconds)
         finally:
-            for name in list(queries):
-                halt(name, graceful=not signals.fenced())
+            remaining = list(queries)
+            halt(remaining, graceful=not signals.fenced())
+            for name in remaining:
                 signals.ended(name)
         failed = [run for run in runs.values() if run.exception]
         if failed:
@@ -398,9 +405,36 @@ class NoSignals:
 
 
 def stop_gracefully(query: StreamingQuery, timeout: float = 300) -> None:
-    """Let the running micro-batch finish, then stop (stopping mid-batch is safe, but slower:
-    the batch is recomputed on restart)."""
+    """Let the running micro-batch finish, then stop (see :func:`stop_together`)."""
+    stop_together([query], timeout)
+
+
+def stop_together(queries: Sequence[StreamingQuery], timeout: float = 300) -> None:
+    """Stop each query once the micro-batch it was running when asked has committed, or at once
+    if it was idle; all are waited for side by side, so stopping N flows takes one batch, not N.
+
+    Stopping mid-batch would be safe (the batch is recomputed on restart) but wastes it. Waiting
+    for an idle trigger instead is not enough: a flow whose batches outlast its trigger interval
+    starts the next batch at once and is almost never idle.
+    """
     deadline = time.monotonic() + timeout
-    while query.isActive and query.status.get("isTriggerActive") and time.monotonic() < deadline:
-        time.sleep(0.1)
-    query.stop()
+    waiting = {id(query): (query, _last_batch(query)) for query in queries}
+    while waiting:
+        for key, (query, asked_at) in list(waiting.items()):
+            done = (
+                not query.isActive
+                or not query.status.get("isTriggerActive")
+                or _last_batch(query) != asked_at
+                or time.monotonic() >= deadline
+            )
+            if done:
+                query.stop()
+                del waiting[key]
+        if waiting:
+            time.sleep(0.1)
+
+
+def _last_batch(query: StreamingQuery) -> int | None:
+    """The id of the query's last completed micro-batch, None before its first."""
+    progress = query.lastProgress
+    return progress["batchId"] if progress else None

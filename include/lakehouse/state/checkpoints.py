@@ -69,11 +69,12 @@ class Checkpoint:
     def read_through(self, table_ids: Mapping[str, str]) -> dict[str, int]:
         """Of the Delta tables named in ``table_ids`` (name -> Delta table id) the flow reads: the
         last version its last committed batch had read to the end."""
+        by_id = {table_id: name for name, table_id in table_ids.items()}
         versions = {}
         for offset in self.committed_offsets():
-            for name, table_id in table_ids.items():
-                if offset.get("reservoirId") == table_id and self.next_version(offset) > 0:
-                    versions[name] = self.next_version(offset) - 1
+            name = by_id.get(offset.get("reservoirId"))
+            if name is not None and (unread := self.next_version(offset)) > 0:
+                versions[name] = unread - 1
         return versions
 
     @staticmethod

@@ -4,6 +4,7 @@ JSON answers and Prometheus metrics; a viewer sees but may not act)."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -64,19 +65,29 @@ print("spark imported:", "pyspark" in sys.modules)
 """
 
 
-def serve(tmp_path: Path, airflow_home: Path, lake: Path, script: str = SERVE) -> list[str]:
+def serve(
+    tmp_path: Path,
+    airflow_home: Path,
+    lake: Path,
+    script: str = SERVE,
+    users: dict[str, tuple[str, str]] | None = None,
+    **env_extra: str,
+) -> list[str]:
+    """Run ``script`` against Airflow's API server app; ``users`` maps name -> (role, password)."""
+    users = users or {"admin": ("admin", "secret-for-tests"), "viewer": ("viewer", "viewer-secret")}
     passwords = tmp_path / "passwords.json"
-    passwords.write_text('{"admin": "secret-for-tests", "viewer": "viewer-secret"}')
+    passwords.write_text(json.dumps({name: password for name, (_, password) in users.items()}))
     token = tmp_path / "metrics.token"
     token.write_text("metrics-secret\n")
     env = {
         **os.environ,
         "AIRFLOW_HOME": str(airflow_home),
         "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
-        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": "admin:admin,viewer:viewer",
+        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": ",".join(f"{n}:{role}" for n, (role, _) in users.items()),
         "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(passwords),
         "LAKEHOUSE_ROOT": str(lake),
         "LAKEHOUSE_METRICS_TOKEN_FILE": str(token),
+        **env_extra,
     }
     result = subprocess.run(
         [sys.executable, "-c", script], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=300
@@ -199,23 +210,15 @@ def test_a_user_sees_only_the_pipelines_whose_dags_airflow_lets_them_read(
     tmp_path: Path, airflow_home: Path
 ) -> None:
     (tmp_path / "team_auth.py").write_text(TEAM_AUTH)
-    passwords = tmp_path / "passwords.json"
-    passwords.write_text('{"iot-team": "team-secret"}')
-    env = {
-        **os.environ,
-        "AIRFLOW_HOME": str(airflow_home),
-        "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
-        "AIRFLOW__CORE__AUTH_MANAGER": "team_auth.TeamAuthManager",
-        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": "iot-team:admin",  # every right, on the iot DAGs
-        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(passwords),
-        "LAKEHOUSE_ROOT": str(tmp_path / "lake"),
-        "PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")]),
-    }
-    result = subprocess.run(
-        [sys.executable, "-c", TEAM], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=300
+    lines = serve(
+        tmp_path,
+        airflow_home,
+        tmp_path / "lake",
+        TEAM,
+        users={"iot-team": ("admin", "team-secret")},  # every right, on the iot DAGs
+        AIRFLOW__CORE__AUTH_MANAGER="team_auth.TeamAuthManager",
+        PYTHONPATH=os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")]),
     )
-    assert result.returncode == 0, result.stderr[-3000:]
-    lines = [line for line in result.stdout.splitlines() if line.startswith("GET")]
     assert lines == [
         "GET overview ['iot']",
         "GET page iot 200",

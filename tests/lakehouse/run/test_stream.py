@@ -230,3 +230,49 @@ def test_late_data_within_the_watermark_updates_windows_beyond_it_is_dropped_and
         .count()
         == 0
     )
+
+
+def _slow_query(spark, tmp_path: Path, name: str, batch_seconds: float):
+    """A stream whose micro-batches (``batch_seconds`` each) outlast its 100 ms trigger, so its
+    trigger is almost never idle: the case where waiting for an idle trigger never ends."""
+    import time
+
+    def sink(_batch, _batch_id: int) -> None:
+        time.sleep(batch_seconds)
+
+    return (
+        spark.readStream.format("rate")
+        .option("rowsPerSecond", 1)
+        .load()
+        .writeStream.queryName(name)
+        .foreachBatch(sink)
+        .option("checkpointLocation", str(tmp_path / name))
+        .trigger(processingTime="100 milliseconds")
+        .start()
+    )
+
+
+def test_busy_flows_stop_together_each_after_the_batch_it_was_running(spark, tmp_path: Path) -> None:
+    """``make down`` stops every flow: each must stop after the batch in flight, all side by side.
+    Before, a flow whose batches outlast its interval waited for an idle trigger that never came
+    (bronze took 3 minutes to stop), and flows were stopped one after the other."""
+    from lakehouse.run.stream import stop_together
+
+    slow = _slow_query(spark, tmp_path, "slow", batch_seconds=4)
+    quick = _slow_query(spark, tmp_path, "quick", batch_seconds=0.5)
+    try:
+        for query in (slow, quick):
+            while not (query.lastProgress and query.status["isTriggerActive"]):
+                query.awaitTermination(0.1)
+        asked_at = {q.name: q.lastProgress["batchId"] for q in (slow, quick)}
+        stop_together([slow, quick], timeout=60)
+        assert not slow.isActive and not quick.isActive
+        ran = {q.name: q.lastProgress["batchId"] - asked_at[q.name] for q in (slow, quick)}
+        # The in-flight batch committed (not stopped mid-batch)...
+        assert ran["slow"] == 1
+        # ...and the quick flow did not wait for the slow one: one batch, perhaps the next
+        # begun-and-finished in the poll gap, not the ~8 it runs in the slow flow's 4 s.
+        assert ran["quick"] <= 2, ran
+    finally:
+        for query in (slow, quick):
+            query.stop()
