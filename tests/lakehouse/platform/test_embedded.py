@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import socket
 import subprocess
 import threading
@@ -18,10 +19,12 @@ from urllib.parse import quote, unquote
 import polars as pl
 import pytest
 
+from lakehouse import registry
 from lakehouse.core.config import Settings
 from lakehouse.core.lake import Lake
 from lakehouse.monitoring.ops_tables import exists, read_table
 from lakehouse.platform.services import MARKER, Platform, port_in_use
+from lakehouse.state.control import FlowControl
 
 REPO = Path(__file__).resolve().parents[3]
 CHROMIUM = Path("/usr/bin/chromium")
@@ -73,49 +76,80 @@ def leftovers(platform_dir: Path, pgids: set[int]) -> list[str]:
     return found
 
 
+def a_clean_checkout() -> bool:
+    """As CI's fresh clone, and a newcomer's: no lake or platform state in the checkout, and
+    the default ports free. Then ``make up`` runs with every default location; elsewhere (a
+    developer's checkout with their own platform up) it takes its own ports and directories."""
+    defaults = Settings()
+    return not (
+        (REPO / "lakehouse").exists()
+        or defaults.platform_dir.exists()
+        or port_in_use(defaults.airflow_port)
+        or port_in_use(defaults.serve_port)
+    )
+
+
+def make(target: str, env: dict[str, str], timeout: float = 900) -> str:
+    """``make -s <target>`` from the repository root, as the README says; its output."""
+    done = subprocess.run(
+        ["make", "-s", target], cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout
+    )
+    assert done.returncode == 0, f"make {target}: " + done.stdout[-3000:] + done.stderr[-3000:]
+    return done.stdout
+
+
+def process_groups(conf: Settings) -> set[int]:
+    """The process groups of the services ``make up`` started (each service leads its group)."""
+    states = [json.loads(f.read_text()) for f in (conf.platform_dir / "run").glob("*.json")]
+    return {state["pid"] for state in states if "pid" in state}
+
+
 @pytest.fixture(scope="module")
 def platform(tmp_path_factory: pytest.TempPathFactory):
-    """The platform started with `make up` (its own port, lake and state), stopped with `make down`."""
-    base = tmp_path_factory.mktemp("platform")
-    env = {
-        **os.environ,
-        "LAKEHOUSE_AIRFLOW_PORT": str(free_port()),
-        "LAKEHOUSE_SERVE_PORT": str(free_port()),
-        "LAKEHOUSE_PLATFORM_DIR": str(base / "state"),
-        "LAKEHOUSE_ROOT": str(base / "lake"),
-        "LAKEHOUSE_SHUFFLE_PARTITIONS": "2",
-        "LAKEHOUSE_SPARK_UI": "false",
-        "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps({"conn_type": "spark", "host": "local[2]"}),
+    """The platform started with `make up`, stopped with `make down`: with every default location
+    (the lake in ./lakehouse, state in ./.platform, ports 8080 and 10000) in a clean checkout,
+    else with its own."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LAKEHOUSE_") and k != "AIRFLOW_HOME"}
+    env.update(
+        LAKEHOUSE_SHUFFLE_PARTITIONS="2",
+        LAKEHOUSE_SPARK_UI="false",
+        AIRFLOW_CONN_SPARK_DEFAULT=json.dumps({"conn_type": "spark", "host": "local[2]"}),
         # no scheduled runs competing for the two cores: the tests trigger what they need
-        "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "True",
-    }
-    env.pop("LAKEHOUSE_SPARK_MASTER", None)
-    env.pop("AIRFLOW_HOME", None)
-    up = subprocess.run(["make", "-s", "up"], cwd=REPO, env=env, capture_output=True, text=True, timeout=900)
-    conf = Settings(
-        root=env["LAKEHOUSE_ROOT"],
-        platform_dir=Path(env["LAKEHOUSE_PLATFORM_DIR"]),
-        airflow_port=int(env["LAKEHOUSE_AIRFLOW_PORT"]),
-        serve_port=int(env["LAKEHOUSE_SERVE_PORT"]),
+        AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION="True",
     )
-    running = Platform(conf)
-    states = [json.loads(f.read_text()) for f in (conf.platform_dir / "run").glob("*.json")]
-    pgids = {state["pid"] for state in states if "pid" in state}  # each service leads its group
-    try:
-        assert up.returncode == 0, up.stdout[-3000:] + up.stderr[-3000:]
-        yield running, up.stdout
-    finally:
-        down = subprocess.run(
-            ["make", "-s", "down"], cwd=REPO, env=env, capture_output=True, text=True, timeout=600
+    newcomer = a_clean_checkout()
+    if newcomer:
+        conf = Settings(root=str(REPO / "lakehouse"))
+    else:
+        base = tmp_path_factory.mktemp("platform")
+        env.update(
+            LAKEHOUSE_AIRFLOW_PORT=str(free_port()),
+            LAKEHOUSE_SERVE_PORT=str(free_port()),
+            LAKEHOUSE_PLATFORM_DIR=str(base / "state"),
+            LAKEHOUSE_ROOT=str(base / "lake"),
         )
-        assert down.returncode == 0, down.stdout + down.stderr
-        assert "Stopped." in down.stdout
+        conf = Settings(
+            root=env["LAKEHOUSE_ROOT"],
+            platform_dir=Path(env["LAKEHOUSE_PLATFORM_DIR"]),
+            airflow_port=int(env["LAKEHOUSE_AIRFLOW_PORT"]),
+            serve_port=int(env["LAKEHOUSE_SERVE_PORT"]),
+        )
+    try:
+        output = make("up", env)
+        yield Platform(conf), output, env
+    finally:
+        pgids = process_groups(conf)
+        down = make("down", env, timeout=600)
+        assert "Stopped." in down
         assert leftovers(conf.platform_dir, pgids) == [], "make down stops exactly what make up started"
+        if newcomer:  # the checkout is clean again: the next run is a newcomer's too
+            shutil.rmtree(REPO / "lakehouse")
+            shutil.rmtree(conf.platform_dir)
 
 
 @pytest.mark.slow
 def test_make_up_prints_where_and_how_to_log_in(platform) -> None:
-    running, output = platform
+    running, output, _ = platform
     match = re.search(r"Airflow UI\s+(http://127\.0\.0\.1:\d+)\s+login: admin / (\S+)", output)
     assert match, output
     assert match[1] == running.url and match[2] == running.password()
@@ -147,7 +181,7 @@ def test_the_readme_starts_with_make_up_and_make_test() -> None:
 
 @pytest.mark.slow
 def test_trigger_over_the_rest_api_as_the_readme_shows(platform) -> None:
-    running, _ = platform
+    running, _, _ = platform
     env = {
         **os.environ,
         "LAKEHOUSE_AIRFLOW_PORT": str(running.conf.airflow_port),
@@ -171,7 +205,7 @@ def test_trigger_over_the_rest_api_as_the_readme_shows(platform) -> None:
 def test_a_browser_triggers_a_backfill_with_params_and_sees_it_succeed(platform) -> None:
     from playwright.sync_api import expect, sync_playwright
 
-    running, _ = platform
+    running, _, _ = platform
     assert CHROMIUM.exists(), "Debian's chromium is missing: run `make browser` (apt-get install chromium)"
     today = datetime.now(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
     # The slice holds every landed event: from the day of the generator's first (it started with
@@ -242,7 +276,7 @@ def test_the_cockpit_deploys_a_flow_sees_it_healthy_with_charts_and_stops_it(pla
     deploy from the page, the flow turns healthy and its charts fill, stop from the page."""
     from playwright.sync_api import expect, sync_playwright
 
-    running, _ = platform
+    running, _, _ = platform
     flow = "bronze.device_events"
     shots = Path(running.conf.platform_dir)
     with sync_playwright() as playwright:
@@ -304,6 +338,40 @@ def test_the_cockpit_deploys_a_flow_sees_it_healthy_with_charts_and_stops_it(pla
         browser.close()
     audit = running.api("GET", "/api/v2/eventLogs?dag_id=iot_stream_deploy&event=trigger_dag_run")
     assert [e["owner"] for e in audit["event_logs"]] == ["admin"]  # Airflow's audit log names the user
+
+
+@pytest.mark.slow
+def test_deploy_make_down_and_make_up_again_as_the_readme_says(platform) -> None:
+    """The README's first hour, in a clean checkout with every default: trigger
+    ``iot_stream_deploy``, the flows turn healthy; ``make down`` stops each after its micro-batch
+    and leaves no process of the platform; ``make up`` again starts with the flows still deployed
+    (the monitor resumes them). The fixture's ``make down`` ends it a second time."""
+    running, _, env = platform
+    flows = registry.get("pipelines", "iot").table_names
+    running.api("PATCH", "/api/v2/dags/iot_stream_deploy", {"is_paused": False})
+    running.api("POST", "/api/v2/dags/iot_stream_deploy/dagRuns", {"logical_date": None})
+
+    def states() -> dict[str, str]:
+        page = running.api("GET", "/lakehouse/api/pipelines/iot")  # what the cockpit shows
+        return {flow["flow"]: flow["state"] for flow in page["flows"]}
+
+    deadline = time.monotonic() + 420
+    while set(states().values()) != {"healthy"}:
+        assert time.monotonic() < deadline, f"7 minutes after the deploy: {states()}"
+        time.sleep(5)
+
+    pgids = process_groups(running.conf)
+    down = make("down", env, timeout=600)
+    for flow in flows:  # graceful, all at once, and still deployed
+        assert re.search(rf"iot {re.escape(flow)}: stopped in [0-9.]+ s .*still deployed", down), down
+    assert leftovers(running.conf.platform_dir, pgids) == [], "make down left processes behind"
+    assert not port_in_use(running.conf.airflow_port) and not port_in_use(running.conf.serve_port)
+
+    again = make("up", env)
+    assert "Lakehouse is up." in again
+    assert "stopped" not in states().values(), states()  # deployed, down until the monitor runs
+    control = FlowControl.of(running.conf, "iot")
+    assert all(control.deployment(flow) for flow in flows), "make down undeployed a flow"
 
 
 def test_make_down_stops_the_flows_of_every_pipeline_at_once(tmp_path: Path) -> None:
