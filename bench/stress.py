@@ -281,20 +281,20 @@ class Script:
         if not self.driver.alive:
             self.restart()
         deadline = time.monotonic() + timeout
-        stable_since, last = time.monotonic(), None
+        stable_since, last, bronze = time.monotonic(), None, None
         while time.monotonic() < deadline:
             if not self.driver.alive:
                 raise RuntimeError(f"the driver died on its own:\n{self.driver.log_tail()}")
-            try:
-                bronze = _height(self.lake, BRONZE) + _height(self.lake, quarantine_name(BRONZE))
-                state = (bronze, *(_height(self.lake, t) for t in (SILVER, *GOLD)), self._commits())
-            except Exception:  # a table being created
-                state = None
-            if state != last:
-                stable_since, last = time.monotonic(), state
+            stamp = (self._versions(), self._commits())  # cheap: listings, no table read
+            if stamp != last:
+                stable_since, last = time.monotonic(), stamp
+                try:
+                    bronze = _height(self.lake, BRONZE) + _height(self.lake, quarantine_name(BRONZE))
+                except Exception:  # a table being created: read again next time
+                    bronze, last = None, None
             done = (
-                state is not None
-                and state[0] >= self.figures.lines
+                bronze is not None
+                and bronze >= self.figures.lines
                 and self.driver.running()
                 and not self.driver.in_flight()
             )
@@ -302,6 +302,12 @@ class Script:
                 return
             time.sleep(0.5)
         raise TimeoutError(f"the stream did not catch up in {timeout:.0f} s:\n{self.driver.log_tail()}")
+
+    def _versions(self) -> tuple[str, ...]:
+        """The last commit file of every table the stream writes."""
+        tables = (BRONZE, quarantine_name(BRONZE), SILVER, *GOLD)
+        return tuple(max((p.name for p in Path(self.lake.table(t), "_delta_log").glob("*.json")), default="")
+                     for t in tables)  # fmt: skip
 
     def _commits(self) -> tuple[int | None, ...]:
         return tuple(_last(Path(self.lake.checkpoint("iot", f)) / "commits") for f in self.driver.flows)

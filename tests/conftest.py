@@ -8,9 +8,10 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 from xdist.scheduler import LoadScopeScheduling
@@ -85,6 +86,46 @@ class GroupScheduling(LoadScopeScheduling):
 
 def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> GroupScheduling | None:
     return GroupScheduling(config, log) if config.getvalue("dist") == "loadgroup" else None
+
+
+def wait_for(
+    condition: Callable[[], Any],
+    timeout: float,
+    what: str,
+    interval: float = 1.0,
+    watch: Iterable[str] = (),
+) -> Any:
+    """Poll ``condition`` until it returns something truthy (returned); fail after ``timeout``.
+
+    With ``watch`` (local Delta tables' paths), ``condition`` runs again only once one of them
+    has a new commit: reading a pipeline's tables every second kept a sixth of a core busy in
+    the test process for the minutes a stream test waits.
+    """
+    watched = [Path(path) / "_delta_log" for path in watch]
+    deadline, seen = time.monotonic() + timeout, None
+    while True:
+        stamp = tuple(_last_commit(log) for log in watched)
+        if not watched or stamp != seen:
+            value = condition()
+            if value:
+                return value
+            seen = stamp
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
+        time.sleep(interval)
+
+
+def _last_commit(log: Path) -> str:
+    try:
+        return max((entry.name for entry in os.scandir(log) if entry.name.endswith(".json")), default="")
+    except FileNotFoundError:
+        return ""
+
+
+@pytest.fixture
+def poll() -> Callable[..., Any]:
+    """``poll(condition, timeout, what, interval=1.0, watch=())``: see :func:`wait_for`."""
+    return wait_for
 
 
 @pytest.fixture(scope="session")

@@ -11,7 +11,6 @@ import signal
 import subprocess
 import sys
 import tempfile
-import time
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
@@ -102,24 +101,6 @@ def airflow_run(dag_env: dict[str, str]):
         return run_dag(dag_env, dag_id, conf, logical_date)
 
     return run
-
-
-@pytest.fixture
-def poll():
-    """``poll(condition, timeout, what)``: wait until ``condition()`` is truthy, return it."""
-    return wait_for
-
-
-def wait_for(condition, timeout: float, what: str, interval: float = 1.0) -> Any:
-    """Poll ``condition`` until it returns something truthy (returned); fail after ``timeout``."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
-        time.sleep(interval)
 
 
 @pytest.fixture(scope="session")

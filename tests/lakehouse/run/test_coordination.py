@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import shutil
 import threading
-import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -46,17 +45,9 @@ def wave(landing: Landing, number: int, minutes: int = 20):
     )  # fmt: skip
 
 
-def wait_for(condition, timeout: float = 240, what: str = "the streams") -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(1)
-
-
 @pytest.mark.slow
 def test_a_backfill_beside_continuous_streams_gives_the_tables_of_the_streams_alone(
-    spark, read, lake: Lake, iot: Pipeline, iot_landing: Landing, tmp_path: Path
+    spark, read, lake: Lake, iot: Pipeline, iot_landing: Landing, tmp_path: Path, poll
 ) -> None:
     settings = Settings(root=lake.root, lease_ttl_seconds=6, spark_master="local[2]", shuffle_partitions=2)
     control = FlowControl.of(settings, "iot")
@@ -79,7 +70,7 @@ def test_a_backfill_beside_continuous_streams_gives_the_tables_of_the_streams_al
                 return set()  # the driver is still starting its flows
             return {r.event_id for r in read(lake, "silver.device_events").select("event_id").collect()}
 
-        wait_for(lambda: silver() == valid, what="wave 0 in silver")
+        poll(lambda: silver() == valid, 240, "wave 0 in silver", watch=[lake.table("silver.device_events")])
         valid |= wave(iot_landing, 1).valid_ids  # lands while the streams run: maybe not read yet
         steps = coordination.backfill(
             spark, settings, iot, Slice(START, START + timedelta(minutes=40)), downstream=True
@@ -87,10 +78,12 @@ def test_a_backfill_beside_continuous_streams_gives_the_tables_of_the_streams_al
         assert {s.table for s in steps} >= {"bronze.device_events", "silver.device_events"}
         assert all(control.lease(name) is None or control.lease(name).trigger != "backfill" for name in names)
         valid |= wave(iot_landing, 2).valid_ids  # and after it: the streams resumed
-        wait_for(lambda: silver() == valid, what="every wave in silver")
+        poll(
+            lambda: silver() == valid, 240, "every wave in silver", watch=[lake.table("silver.device_events")]
+        )
         gold = Checkpoint(spark, lake.checkpoint("iot", "gold.device_type_stats"))
         last = gold.last_committed()
-        wait_for(lambda: (gold.last_committed() or 0) >= (last or 0) + 2, what="gold to settle")
+        poll(lambda: (gold.last_committed() or 0) >= (last or 0) + 2, 240, "gold to settle")
     finally:
         stop.set()
         driver.join(timeout=120)

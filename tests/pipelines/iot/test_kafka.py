@@ -9,7 +9,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -27,14 +26,6 @@ from pipelines.iot.generator import generate
 
 BIN = Path(sys.executable).parent
 START = datetime(2026, 3, 1, 8, tzinfo=UTC)
-
-
-def wait_for(condition, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
-        time.sleep(1)
 
 
 def create_topic(servers: str, partitions: int = 2) -> None:
@@ -59,7 +50,7 @@ def end_offsets(servers: str) -> dict[int, int]:
 
 
 @pytest.mark.slow
-def test_kafka_to_gold_exactly_once_across_driver_sigkill(stack, cli_env: dict[str, str]) -> None:
+def test_kafka_to_gold_exactly_once_across_driver_sigkill(stack, cli_env: dict[str, str], poll) -> None:
     env = {**cli_env, "LAKEHOUSE_INGEST": "kafka", "LAKEHOUSE_KAFKA_BOOTSTRAP_SERVERS": stack.kafka_servers}
     conf = Settings(root=env["LAKEHOUSE_ROOT"], ingest="kafka", kafka_bootstrap_servers=stack.kafka_servers)
     # as the driver sees it with LAKEHOUSE_INGEST=kafka:
@@ -84,6 +75,8 @@ def test_kafka_to_gold_exactly_once_across_driver_sigkill(stack, cli_env: dict[s
         except Exception:  # a table being created
             return None
 
+    watched = [lake.table(t) for t in kafka_iot.table_names]
+
     def caught_up() -> bool:
         found = tables()
         return bool(
@@ -105,19 +98,19 @@ def test_kafka_to_gold_exactly_once_across_driver_sigkill(stack, cli_env: dict[s
     try:
         produce(0)
         drivers.append(driver())
-        wait_for(caught_up, 300, "the first wave to reach gold")
+        poll(caught_up, 300, "the first wave to reach gold", watch=watched)
 
         produce(1)
-        wait_for(
+        poll(
             lambda: (found := tables()) and found["bronze.device_events"].height > produced["records"] - 200,
-            120, "the second wave to reach bronze",
+            120, "the second wave to reach bronze", watch=watched[:1],
         )  # fmt: skip
         os.killpg(drivers[-1].pid, signal.SIGKILL)  # the Python driver and its JVM, mid-run
         drivers[-1].wait(30)
         produce(2)  # produced while no driver runs
 
         drivers.append(driver())
-        wait_for(caught_up, 300, "every wave to reach gold after the restart")
+        poll(caught_up, 300, "every wave to reach gold after the restart", watch=watched)
     finally:
         for process in drivers:
             with contextlib.suppress(ProcessLookupError):

@@ -90,6 +90,9 @@ def test_deploy_monitor_kill_restart_stop(
         landed["lines"] += summary.lines
         landed["ids"] |= set(summary.event_ids)
 
+    watched = [lake.table(n) for n in ("bronze.device_events", "silver.device_events", "gold.device_type_stats",
+                                         "gold.device_status", "quarantine.gold_device_anomaly_scores")]  # fmt: skip
+
     def caught_up() -> bool:
         """Every landed line in bronze, every event in silver and counted in gold."""
         try:
@@ -140,7 +143,7 @@ def test_deploy_monitor_kill_restart_stop(
         phase("python driver killed")
         monitor_restarts_all("Python driver")
         phase("monitor: restarted")
-        poll(caught_up, 300, "the second wave to reach gold after the restart")
+        poll(caught_up, 300, "the second wave to reach gold after the restart", watch=watched)
         phase("second wave in gold")
         assert_exactly_once()
 
@@ -162,7 +165,7 @@ def test_deploy_monitor_kill_restart_stop(
     if topology.name == "stack":  # the driver's executors run on the cluster's worker
         assert [app["name"] for app in topology.cluster_apps()], "no application on the Spark master"
     phase("deployed")
-    poll(caught_up, 300, "the first wave to reach gold")
+    poll(caught_up, 300, "the first wave to reach gold", watch=watched)
     phase("first wave in gold")
 
     # The kills and the restarts are proven once, embedded. Recovery is a property of the driver's
