@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -55,6 +56,41 @@ def unit_of_work(item: pytest.Item) -> str:
         return "stack"
     shared = next((group for fixture, group in SHARED_FIXTURES.items() if fixture in names), None)
     return shared or item.nodeid.split("::", 1)[0]
+
+
+# Services a unit's session fixtures started stop as soon as its worker moves on to another
+# unit (its tests run one after the other: the longest units come first, each as a whole), not
+# at the end of the session: idle, they kept using CPU for the rest of the run.
+_ON_LEAVING: dict[str, list[Callable[[], None]]] = {}
+
+
+def stop_on_leaving(unit: str, stop: Callable[[], None]) -> Callable[[], None]:
+    """Run ``stop`` once the worker leaves ``unit`` (or at the fixture's teardown, whichever
+    comes first): returns the once-only stop for the fixture's teardown."""
+    done = False
+
+    def once() -> None:
+        nonlocal done
+        if not done:
+            done = True
+            stop()
+
+    _ON_LEAVING.setdefault(unit, []).append(once)
+    return once
+
+
+@pytest.fixture(scope="session")
+def on_leaving() -> Callable[[str, Callable[[], None]], Callable[[], None]]:
+    """:func:`stop_on_leaving`, for the fixtures of other conftest files."""
+    return stop_on_leaving
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> None:
+    unit = unit_of_work(item)
+    if nextitem is not None and unit_of_work(nextitem) != unit:
+        for stop in _ON_LEAVING.pop(unit, []):
+            stop()
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -246,11 +282,14 @@ def stack():
 
     home = Path(tempfile.mkdtemp(prefix="lakehouse-stack-"))
     home.chmod(0o755)  # Postgres runs as its own user when the tests run as root
-    with topology.running(Settings(stack_dir=home), topology.ENGINES) as started:
-        yield started
-        from lakehouse.sources.kafka import close_producers
+    from lakehouse.sources.kafka import close_producers
 
-        close_producers()  # before the broker stops
+    with contextlib.ExitStack() as running:
+        started = running.enter_context(topology.running(Settings(stack_dir=home), topology.ENGINES))
+        running.callback(close_producers)  # before the broker stops
+        stop = stop_on_leaving("stack", running.close)
+        yield started
+        stop()
 
 
 # --------------------------------------------------------------------------- Airflow

@@ -316,15 +316,18 @@ def start_server(home: Path, lake_root: Path, **settings: str) -> SqlServer:
 
 
 @pytest.fixture(scope="session")
-def sql_server(tmp_path_factory: pytest.TempPathFactory, demo_root: Path) -> Iterator[SqlServer]:
+def sql_server(tmp_path_factory: pytest.TempPathFactory, demo_root: Path, on_leaving) -> Iterator[SqlServer]:
     """The embedded default: in-memory catalog, no authentication."""
     server = start_server(tmp_path_factory.mktemp("serve"), demo_root)
+    stop = on_leaving("demo", server.stop)
     yield server
-    server.stop()
+    stop()
 
 
 @pytest.fixture(scope="session")
-def secured_server(tmp_path_factory: pytest.TempPathFactory, demo_root: Path) -> Iterator[SqlServer]:
+def secured_server(
+    tmp_path_factory: pytest.TempPathFactory, demo_root: Path, on_leaving
+) -> Iterator[SqlServer]:
     """The production shape: password authentication, and the catalog in a Hive metastore
     (Derby on disk standing in for Postgres: this server is its only process)."""
     from lakehouse.serving.passwords import PasswordFile
@@ -342,8 +345,9 @@ def secured_server(tmp_path_factory: pytest.TempPathFactory, demo_root: Path) ->
         metastore_uri=f"jdbc:derby:;databaseName={home / 'metastore_db'};create=true",
     )
     server.credentials = ("analyst", "analyst-password")
+    stop = on_leaving("demo", server.stop)
     yield server
-    server.stop()
+    stop()
 
 
 def _ready(server: SqlServer) -> SqlServer:
