@@ -418,18 +418,20 @@ def stop_together(queries: Sequence[StreamingQuery], timeout: float = 300) -> No
     starts the next batch at once and is almost never idle.
     """
     deadline = time.monotonic() + timeout
-    waiting = {id(query): (query, _last_batch(query)) for query in queries}
+    waiting = [(query, _last_batch(query)) for query in queries]
     while waiting:
-        for key, (query, asked_at) in list(waiting.items()):
-            done = (
+        still = []
+        for query, asked_at in waiting:
+            if (
                 not query.isActive
                 or not query.status.get("isTriggerActive")
                 or _last_batch(query) != asked_at
                 or time.monotonic() >= deadline
-            )
-            if done:
+            ):
                 query.stop()
-                del waiting[key]
+            else:
+                still.append((query, asked_at))
+        waiting = still
         if waiting:
             time.sleep(0.1)
 

@@ -41,14 +41,6 @@ time.sleep(3)
 """
 
 
-def wait_until(condition, timeout: float = 20, what: str = "condition") -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-        time.sleep(0.1)
-
-
 @pytest.fixture
 def control(tmp_path: Path) -> FlowControl:
     return FlowControl(tmp_path / "control", "iot")
@@ -117,13 +109,15 @@ def test_an_expired_lease_of_another_host_is_taken_over_after_a_clock_skew_margi
     assert mine.expired(now + timedelta(seconds=31), control.skew)
 
 
-def test_sigkill_of_the_jvm_kills_its_driver_and_frees_the_flow(control: FlowControl, driver) -> None:
+def test_sigkill_of_the_jvm_kills_its_driver_and_frees_the_flow(control: FlowControl, driver, poll) -> None:
     parent, held = driver()
     lease = control.running(FLOW)
     assert lease is not None and (lease.pid, lease.jvm_pid) == (held["pid"], parent.pid)
     os.kill(parent.pid, signal.SIGKILL)
     parent.wait(timeout=10)
-    wait_until(lambda: not Proc.of(held["pid"]) or not Proc.of(held["pid"]).alive(), what="driver death")
+    poll(
+        lambda: not Proc.of(held["pid"]) or not Proc.of(held["pid"]).alive(), 20, "driver death", interval=0.1
+    )
     assert control.running(FLOW) is None
     assert control.acquire(FLOW, "successor", ttl=30, trigger="continuous").owner == "successor"
 
@@ -139,33 +133,33 @@ def test_the_flow_stays_held_while_the_jvm_of_a_killed_driver_lives(control: Flo
     assert control.running(FLOW) is None
 
 
-def test_sigkill_of_the_process_group_frees_the_flow(control: FlowControl, driver) -> None:
+def test_sigkill_of_the_process_group_frees_the_flow(control: FlowControl, driver, poll) -> None:
     parent, _ = driver()
     os.killpg(parent.pid, signal.SIGKILL)
     parent.wait(timeout=10)
-    wait_until(lambda: control.running(FLOW) is None, what="the lease to be free")
+    poll(lambda: control.running(FLOW) is None, 20, "the lease to be free", interval=0.1)
 
 
-def test_a_zombie_holder_counts_as_gone() -> None:
+def test_a_zombie_holder_counts_as_gone(poll) -> None:
     child = subprocess.Popen([sys.executable, "-c", "pass"])
     proc = Proc.of(child.pid)
     assert proc is not None
-    wait_until(lambda: not proc.alive(), what="the unreaped child to count as gone")
+    poll(lambda: not proc.alive(), 20, "the unreaped child to count as gone", interval=0.1)
     assert Path(f"/proc/{child.pid}").exists(), "still a zombie: not reaped yet"
     child.wait()
 
 
-def test_keeper_renews_and_fences_when_the_lease_is_taken(control: FlowControl) -> None:
+def test_keeper_renews_and_fences_when_the_lease_is_taken(control: FlowControl, poll) -> None:
     lost = threading.Event()
     keeper = LeaseKeeper(control, [FLOW, "gold.device_status"], "continuous", 3, lambda _: lost.set())
     assert keeper.acquire() == []
     first = control.lease(FLOW)
-    wait_until(lambda: control.lease(FLOW).renewed_at > first.renewed_at, what="a renewal")
+    poll(lambda: control.lease(FLOW).renewed_at > first.renewed_at, 20, "a renewal", interval=0.1)
     keeper.release("gold.device_status")  # a stopped flow is released alone
     assert control.lease("gold.device_status") is None and control.lease(FLOW) is not None
     stolen = Lease(**{**control.lease(FLOW).__dict__, "owner": "usurper"})
     (control.dir / f"{FLOW}.lease").write_text(stolen.to_json())
-    wait_until(lost.is_set, what="fencing")
+    poll(lost.is_set, 20, "fencing", interval=0.1)
     keeper.release()
     assert control.lease(FLOW).owner == "usurper", "a fenced driver never releases another's lease"
 
