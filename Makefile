@@ -9,6 +9,7 @@ INSTALLED := $(VENV)/.installed
 JARS := .jars/.fetched
 SERVING_JAR := .jars/spark/lakehouse-serving.jar
 COMPOSE_SCHEMA := .jars/compose_spec.json
+CLASS_ARCHIVE := .jars/spark/classes.jsa
 PYTEST_ARGS ?=
 # Two pytest-xdist workers on two cores: end-to-end tests spend much of their time waiting on
 # the processes they started (tests/conftest.py says how tests are grouped). TEST_WORKERS=0: one process.
@@ -37,12 +38,15 @@ $(JARS): scripts/jars/pom.xml scripts/fetch_jars.py $(INSTALLED)
 $(SERVING_JAR): $(wildcard include/lakehouse/serving/java/*.java) $(JARS)
 	$(BIN)/python -P -m lakehouse.serving.jvm build
 
+$(CLASS_ARCHIVE): scripts/build_class_archive.py $(JARS)
+	$(BIN)/python -P scripts/build_class_archive.py
+
 $(COMPOSE_SCHEMA): scripts/fetch_compose_schema.py $(INSTALLED)
 	$(BIN)/python scripts/fetch_compose_schema.py
 
-bootstrap: $(INSTALLED) $(JARS) $(SERVING_JAR) $(COMPOSE_SCHEMA) ## Create .venv and fetch the jars (cached; a no-op when done)
+bootstrap: $(INSTALLED) $(JARS) $(SERVING_JAR) $(CLASS_ARCHIVE) $(COMPOSE_SCHEMA) ## Create .venv, fetch the jars, build the drivers' class archive (cached; a no-op when done)
 
-jars: $(JARS) ## Fetch the Delta and Kafka jars from Maven Central into .jars/
+jars: $(JARS) $(CLASS_ARCHIVE) ## Fetch the Delta and Kafka jars from Maven Central into .jars/; build the drivers' class archive
 
 browser: ## Install Debian's chromium for the browser tests (a no-op when installed)
 	@scripts/install_chromium.sh

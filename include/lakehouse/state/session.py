@@ -8,6 +8,7 @@ the master and jars from it; anything else starts an embedded ``local[*]`` JVM w
 from __future__ import annotations
 
 import os
+import shlex
 import sys
 from typing import TYPE_CHECKING
 
@@ -67,10 +68,28 @@ def spark_conf(settings: Settings) -> dict[str, str]:
     if settings.bind_host:  # drivers listen on loopback unless told otherwise
         conf["spark.driver.host"] = settings.bind_host
         conf["spark.driver.bindAddress"] = settings.bind_host
+    java_options = class_archive_options(settings)
     if settings.is_local_root:  # keep Derby's metastore_db/derby.log out of the working directory
-        conf["spark.driver.extraJavaOptions"] = f"-Dderby.system.home={settings.root}/warehouse"
+        java_options.append(f"-Dderby.system.home={settings.root}/warehouse")
+    if java_options:
+        conf["spark.driver.extraJavaOptions"] = " ".join(shlex.quote(o) for o in java_options)
     conf.update(settings.spark_conf)
     return conf
+
+
+def class_archive(settings: Settings) -> Path:
+    """Where ``make jars`` puts the drivers' class-data archive (scripts/build_class_archive.py)."""
+    return settings.jars_dir / "classes.jsa"
+
+
+def class_archive_options(settings: Settings) -> list[str]:
+    """JVM options that map the class-data archive, if built: a driver's JVM then loads Spark's
+    and Delta's classes from it instead of from the jars (a quarter less CPU to start). A JVM
+    that cannot use it (another JDK or class path) ignores it without a word."""
+    archive = class_archive(settings)
+    if not archive.is_file():
+        return []
+    return [f"-XX:SharedArchiveFile={archive}", "-Xshare:auto", "-Xlog:cds=off", "-Xlog:cds+dynamic=off"]
 
 
 def properties(path: Path) -> dict[str, str]:

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import subprocess
 import sys
+from pathlib import Path
 
 import pandas as pd
 
 from lakehouse.core.config import Settings
-from lakehouse.state.session import POLLING_DELAY, spark_conf
+from lakehouse.state.session import POLLING_DELAY, class_archive, spark_conf
 
 
 def test_conf_pins_python_workers_to_this_interpreter_and_user_conf_wins() -> None:
@@ -35,3 +37,33 @@ def test_an_idle_stream_looks_for_input_ten_times_a_second_not_a_hundred(spark) 
     """Spark's 10 ms polling made each idle flow with a 0-second trigger list its input 100 times
     a second (a quarter to two thirds of a core per flow on 2 cores)."""
     assert spark.conf.get("spark.sql.streaming.pollingDelay") == POLLING_DELAY == "100ms"
+
+
+def test_drivers_map_the_class_archive_once_built_and_start_without_it_before(tmp_path: Path) -> None:
+    settings = Settings(root=str(tmp_path / "lake"), jars_dir=tmp_path / "jars")
+    options = spark_conf(settings)["spark.driver.extraJavaOptions"]
+    assert "SharedArchiveFile" not in options and "-Dderby.system.home=" in options  # none built yet
+    class_archive(settings).parent.mkdir()
+    class_archive(settings).write_bytes(b"built by make jars")
+    options = spark_conf(settings)["spark.driver.extraJavaOptions"].split()
+    assert f"-XX:SharedArchiveFile={tmp_path / 'jars' / 'classes.jsa'}" in options
+    assert "-Xshare:auto" in options, "a JVM that cannot use the archive must start anyway"
+    assert any(o.startswith("-Dderby.system.home=") for o in options)
+
+
+def test_the_archive_make_jars_built_maps_into_this_sessions_jvm(spark, spark_settings: Settings) -> None:
+    """The archive is only worth its minute of bootstrap if a driver's JVM can map it: same JDK,
+    same class path (``-Xshare:on`` makes a JVM fail where ``auto`` silently goes without)."""
+    archive = class_archive(spark_settings)
+    assert archive.is_file(), f"no {archive}: `make jars` builds it (scripts/build_class_archive.py)"
+    jvm = spark.sparkContext._jvm  # noqa: SLF001  # the JVM this session started
+    arguments = list(jvm.java.lang.management.ManagementFactory.getRuntimeMXBean().getInputArguments())
+    assert f"-XX:SharedArchiveFile={archive}" in arguments, arguments
+    java = Path(jvm.System.getProperty("java.home")) / "bin" / "java"
+    class_path = jvm.System.getProperty("java.class.path")
+    mapped = subprocess.run(
+        [str(java), "-Xshare:on", f"-XX:SharedArchiveFile={archive}", "-Xlog:cds", "-cp", class_path, "-version"],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert mapped.returncode == 0, mapped.stdout + mapped.stderr
+    assert "Mapped dynamic region" in mapped.stdout, mapped.stdout[-3000:]
