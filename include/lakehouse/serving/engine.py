@@ -67,7 +67,9 @@ def serving_settings(
     }
     conf = {
         **catalog_conf(settings),
-        "spark.driver.extraJavaOptions": " ".join(f"-D{k}={shlex.quote(v)}" for k, v in properties.items()),
+        "spark.driver.extraJavaOptions": " ".join(
+            [f"-D{k}={shlex.quote(v)}" for k, v in properties.items()] + [settings.driver_java_options]
+        ).strip(),
     }
     if not launched_by_spark_submit():
         # Closing a JDBC session closes Hive's session class loaders, and with them the loader of

@@ -71,6 +71,7 @@ def spark_conf(settings: Settings) -> dict[str, str]:
     java_options = class_archive_options(settings)
     if settings.is_local_root:  # keep Derby's metastore_db/derby.log out of the working directory
         java_options.append(f"-Dderby.system.home={settings.root}/warehouse")
+    java_options += shlex.split(settings.driver_java_options)
     if java_options:
         conf["spark.driver.extraJavaOptions"] = " ".join(shlex.quote(o) for o in java_options)
     conf.update(settings.spark_conf)
