@@ -113,7 +113,9 @@ def platform(tmp_path_factory: pytest.TempPathFactory):
     env.update(
         LAKEHOUSE_SHUFFLE_PARTITIONS="2",
         LAKEHOUSE_SPARK_UI="false",
-        LAKEHOUSE_DRIVER_JAVA_OPTIONS=os.environ["LAKEHOUSE_DRIVER_JAVA_OPTIONS"],  # tests/conftest.py
+        # the JVM options and Spark settings tests/conftest.py gives every driver of the suite
+        LAKEHOUSE_DRIVER_JAVA_OPTIONS=os.environ["LAKEHOUSE_DRIVER_JAVA_OPTIONS"],
+        LAKEHOUSE_SPARK_CONF=os.environ["LAKEHOUSE_SPARK_CONF"],
         AIRFLOW_CONN_SPARK_DEFAULT=json.dumps({"conn_type": "spark", "host": "local[2]"}),
         # no scheduled runs competing for the two cores: the tests trigger what they need
         AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION="True",
