@@ -5,8 +5,10 @@ A table declared with ``model=`` runs its transform on each micro-batch (``forea
 the streaming plan: the transform receives the batch, the lookups, and the model version in force
 when the batch starts (:class:`ModelInForce`; ``model.score(rows)`` adds the model's columns and
 ``_model``/``_model_version``). A version promoted meanwhile is used from the next batch on, with
-no restart. The version a batch used is recorded in the flow's checkpoint before scoring, so a
-batch replayed after a crash is scored with the same version.
+no restart. The version a batch used is recorded in the flow's checkpoint once it has scored the
+batch, before anything is written, so a batch replayed after a crash is scored with the same
+version; a batch that a version failed to score records nothing, and its replay takes the version
+in force then (the one promoted to mend it).
 
 A backfill scores each row with the version recorded on it (found by the table's keys): the same
 input and version give the same scores in a stream and a backfill. Rows the table never held
@@ -117,21 +119,26 @@ class ScoredFlow:
     # ---------------------------------------------------------------- streams
     def micro_batch(self, checkpoint: str) -> Callable[[DataFrame, int], DataFrame]:
         """The sink's step for micro-batch ``batch_id``: the transform with the version in force
-        at its start, or the one its first attempt recorded (a replay)."""
+        at its start, or the one an earlier attempt recorded (a replay); the rows come back
+        computed and cached."""
         records = f"{checkpoint.rstrip('/')}/models"
 
         def score(batch: DataFrame, batch_id: int) -> DataFrame:
             record = f"{records}/{batch_id}"
             text = storage.read_text(self.spark, record)
-            if text is not None:
-                model = self.load(json.loads(text)["version"])
-            else:
-                model = self.load()
+            model = self.load(json.loads(text)["version"]) if text is not None else self.load()
+            scored = self.apply(batch, model).persist()  # the caller unpersists it after the write
+            try:
+                scored.count()  # a scorer that fails while running fails here, before the record
+            except Exception:
+                scored.unpersist()
+                raise
+            if text is None:
                 storage.write_text(
                     self.spark, record, json.dumps({"model": model.name, "version": model.version})
                 )
                 storage.remove_tree(self.spark, f"{records}/{batch_id - KEPT_RECORDS}")
-            return self.apply(batch, model)
+            return scored
 
         return score
 

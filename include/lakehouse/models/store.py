@@ -11,8 +11,8 @@ points; the rest is its history, so a backfill can tell which version was in for
 
 The concepts are MLflow's (name, version, alias, metrics, lineage); MLflow itself does not
 install beside the pinned stack (docs/design/models.md), and these tables need no server.
-Training runs one at a time per model (its DAG runs one at a time): version numbers are taken as
-the next free one.
+A version number is taken by a conditional commit (:func:`insert_unless_taken`): trainings that
+run at once (two DAG runs, a CLI beside the DAG) get distinct numbers, the later one the next free.
 """
 
 from __future__ import annotations
@@ -26,15 +26,18 @@ from typing import TYPE_CHECKING, Any
 
 import polars as pl
 import pyarrow as pa
+from deltalake.exceptions import CommitFailedError
 
 from lakehouse.core.errors import UsageError
-from lakehouse.monitoring.ops_tables import append_rows, read_table
+from lakehouse.monitoring.ops_tables import append_rows, insert_unless_taken, read_table
 
 if TYPE_CHECKING:
     from lakehouse.core.lake import Lake
     from lakehouse.spec import Model
 
 log = logging.getLogger("lakehouse.models")
+
+REGISTER_ATTEMPTS = 100  # numbers tried before giving up: one per registration that got in first
 
 VERSIONS_TABLE = "models.versions"
 ALIASES_TABLE = "models.aliases"
@@ -150,22 +153,32 @@ class ModelStore:
     def register(
         self, name: str, artifact: dict[str, Any], *, created_by: str, **lineage: Any
     ) -> ModelVersion:
-        """Record a new version of ``name`` (the next number) with its artifact and lineage."""
-        number = max((v.version for v in self.versions(name)), default=0) + 1
+        """Record a new version of ``name`` (the next free number) with its artifact and lineage."""
         text = artifact_text(artifact)
-        row = {
-            "name": name,
-            "version": number,
-            "created_at": datetime.now(UTC),
-            "created_by": created_by,
-            **lineage,
-            "metrics": json.dumps(lineage.get("metrics") or {}, sort_keys=True),
-            "artifact": text,
-            "artifact_sha256": hashlib.sha256(text.encode()).hexdigest(),
-        }
-        append_rows(self.versions_path, VERSIONS_SCHEMA, [row])
-        log.info("model %s: registered version %d", name, number)
-        return ModelVersion.from_row(row)
+        for _ in range(REGISTER_ATTEMPTS):
+            number = max((v.version for v in self.versions(name)), default=0) + 1
+            row = {
+                "name": name,
+                "version": number,
+                "created_at": datetime.now(UTC),
+                "created_by": created_by,
+                **lineage,
+                "metrics": json.dumps(lineage.get("metrics") or {}, sort_keys=True),
+                "artifact": text,
+                "artifact_sha256": hashlib.sha256(text.encode()).hexdigest(),
+            }
+            try:
+                if insert_unless_taken(self.versions_path, VERSIONS_SCHEMA, row, ("name", "version")):
+                    log.info("model %s: registered version %d", name, number)
+                    return ModelVersion.from_row(row)
+            except CommitFailedError as exc:  # another registration committed meanwhile
+                log.info(
+                    "model %s: version %d was being taken by another registration (%s)", name, number, exc
+                )
+        raise UsageError(
+            f"model {name!r}: no version number could be taken in {REGISTER_ATTEMPTS} attempts, as other "
+            f"registrations kept committing first; retry the training when they are done ({self.versions_path})"
+        )
 
     # ------------------------------------------------------------------ aliases
     def moves(self, name: str | None = None, alias: str | None = None) -> list[AliasMove]:

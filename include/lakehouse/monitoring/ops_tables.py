@@ -36,6 +36,31 @@ def append_rows(path: str, schema: pa.Schema, rows: list[dict[str, Any]]) -> Non
     )
 
 
+def insert_unless_taken(path: str, schema: pa.Schema, row: dict[str, Any], keys: tuple[str, ...]) -> bool:
+    """Add ``row`` to the Delta table at ``path`` unless a row with the same ``keys`` is there
+    (creating the table on first use): True if it was added. A MERGE, not a blind append, so
+    delta-rs refuses the commit (:class:`deltalake.exceptions.CommitFailedError`) when another
+    writer added rows with those keys after this one read the table: two writers never both
+    take the same keys."""
+    uri = rs_uri(path)
+    if not exists(path):
+        DeltaTable.create(uri, schema, mode="ignore")
+    on = " AND ".join(f"t.{key} = s.{key}" for key in keys)
+    merged = (
+        DeltaTable(uri)
+        .merge(
+            pa.Table.from_pylist([row], schema=schema),
+            on,
+            source_alias="s",
+            target_alias="t",
+            merge_schema=True,
+        )
+        .when_not_matched_insert_all()
+        .execute()
+    )
+    return bool(merged.get("num_target_rows_inserted"))
+
+
 log = logging.getLogger("lakehouse.ops")
 
 

@@ -166,7 +166,7 @@ class FlowSink:
             BATCH_TIMINGS.record(self._query_id, batch_id, phases)
         finally:
             batch.unpersist()
-            if rows is not batch and self.recomputed:
+            if rows is not batch:  # recomputed or scored rows, cached for the gate and the write
                 rows.unpersist()
 
 

@@ -6,6 +6,7 @@ model, or a broken version, fails the flow clearly or quarantines its rows, as d
 
 from __future__ import annotations
 
+import json
 import shutil
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -141,6 +142,31 @@ def test_a_replayed_batch_keeps_the_version_its_first_attempt_used(
     assert {r["_model_version"] for r in step(events, 8).collect()} == {1}, "the next batch: the new one"
 
 
+def test_a_promotion_while_a_batch_scores_takes_effect_from_the_next_batch(
+    spark, scenario: dict, iot: Pipeline, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    lake = Lake(str(tmp_path / "lake"))
+    shutil.copytree(scenario["lake"].root, lake.root)
+    flow = ScoredFlow(spark, lake, iot, iot.table(SCORES))
+    step = flow.micro_batch(str(tmp_path / "checkpoint"))
+    events = spark.read.format("delta").load(lake.table("silver.device_events")).limit(5)
+    scoring = flow.apply
+
+    def promote_midway(rows, model):  # the promotion lands while batch 3 is being scored
+        ModelStore(lake).promote(iot.model("iot_anomaly"), 1, by="test", force=True)
+        monkeypatch.setattr(flow, "apply", scoring)
+        return scoring(rows, model)
+
+    monkeypatch.setattr(flow, "apply", promote_midway)
+    assert {r["_model_version"] for r in step(events, 3).collect()} == {2}, (
+        "batch 3: the version at its start"
+    )
+    assert ModelStore(lake).aliased("iot_anomaly", "champion") == 1
+    assert {r["_model_version"] for r in step(events, 4).collect()} == {1}, "batch 4: the one promoted"
+    records = {b: json.loads((tmp_path / "checkpoint" / "models" / str(b)).read_text()) for b in (3, 4)}
+    assert {b: r["version"] for b, r in records.items()} == {3: 2, 4: 1}
+
+
 def test_without_a_promoted_version_rows_wait_in_quarantine_or_the_flow_fails(
     spark, iot: Pipeline, tmp_path: Path
 ) -> None:
@@ -177,7 +203,20 @@ def test_a_broken_version_fails_the_flow_clearly_or_quarantines(spark, iot: Pipe
     [reason] = {r[0][0] for r in quarantined.select("_failed_expectations").distinct().collect()}
     assert f"'iot_anomaly' version {broken.version} failed to score" in reason and "types" in reason
 
-    fail_next_scores(spark, lake, iot, rf"iot_anomaly' version {broken.version} failed to score")
+    strict = fail_next_scores(spark, lake, iot, rf"iot_anomaly' version {broken.version} failed to score")
+
+    # the operator promotes a version that scores: the failed batch, replayed, takes it
+    mended = store.register(model.name, {"k": 2.4, "types": {}}, created_by="test")
+    store.promote(model, mended.version, by="test", force=True)
+    with StreamRunner(spark, lake, strict) as runner:
+        runner.run_incremental([strict.table(SCORES)])
+    second_hour = spark.read.format("delta").load(lake.table("silver.device_events"))
+    second_hour = second_hour.where(F.col("event_time") >= START + timedelta(hours=1))
+    scored = scores(spark, lake)
+    assert {r[0] for r in scored.select("_model_version").distinct().collect()} == {mended.version}
+    assert sorted(r[0] for r in scored.select("event_id").collect()) == sorted(
+        r[0] for r in second_hour.select("event_id").collect()
+    ), "the second hour scored once each, by the mended version; the first waits in quarantine"
 
 
 def quarantine_every_score(spark, lake: Lake, iot: Pipeline):
