@@ -317,8 +317,9 @@ def start_server(home: Path, lake_root: Path, **settings: str) -> SqlServer:
 
 @pytest.fixture(scope="session")
 def sql_server(tmp_path_factory: pytest.TempPathFactory, demo_root: Path, on_leaving) -> Iterator[SqlServer]:
-    """The embedded default: in-memory catalog, no authentication."""
-    server = start_server(tmp_path_factory.mktemp("serve"), demo_root)
+    """The embedded default: in-memory catalog, no authentication; statements cancelled after
+    20 s (the tests' own take a second or two)."""
+    server = start_server(tmp_path_factory.mktemp("serve"), demo_root, sql_statement_timeout="20")
     stop = on_leaving("demo", server.stop)
     yield server
     stop()

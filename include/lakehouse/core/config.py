@@ -179,6 +179,12 @@ class Settings(BaseSettings):
         gt=0,
         description="How often `lakehouse serve` re-registers the tables from the pipeline specs.",
     )
+    sql_statement_timeout: int = Field(
+        default=300,
+        ge=0,
+        description="Seconds an analyst's SQL statement (`lakehouse sql`, the SQL server) may run "
+        "before it is cancelled and its client told why; 0: no limit.",
+    )
     serve_password_file: Path | None = Field(
         default=None,
         description="Users and password hashes of the SQL server (`lakehouse users add NAME`). "
@@ -237,6 +243,7 @@ class Settings(BaseSettings):
         env["LAKEHOUSE_SERVE_HOST"] = self.serve_host
         env["LAKEHOUSE_SERVE_PORT"] = str(self.serve_port)
         env["LAKEHOUSE_CATALOG_REFRESH_SECONDS"] = str(self.catalog_refresh_seconds)
+        env["LAKEHOUSE_SQL_STATEMENT_TIMEOUT"] = str(self.sql_statement_timeout)
         if self.serve_conf:
             env["LAKEHOUSE_SERVE_CONF"] = json.dumps(self.serve_conf)
         if self.metastore_uri:

@@ -12,7 +12,9 @@ import logging
 import os
 import shlex
 import tempfile
+import threading
 import time
+import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -41,6 +43,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("lakehouse.sql")
 
 LOG4J2 = Path(__file__).with_name("log4j2.properties")
+FAIR_POOLS = Path(__file__).with_name("fairscheduler.xml")
 FULL_CHECK_SECONDS = 60.0
 _NUMERIC_HIVE_TYPES = {"TINYINT", "SMALLINT", "INT", "BIGINT", "FLOAT", "DOUBLE", "DECIMAL"}
 
@@ -57,6 +60,8 @@ def serving_settings(
     The platform sets ``derby.system.home`` for drivers; the Thrift server's private in-memory
     Derby (Spark's "execution" Hive client) cannot start with it, so serving processes only move
     Derby's log out of the working directory. JVM logging is quieter (``log4j2.properties``).
+    Statements share the cores fairly (``fairscheduler.xml``) and the server cancels one that
+    runs longer than ``sql_statement_timeout``.
     ``system_properties`` become ``-D`` options of the driver JVM. Users' ``LAKEHOUSE_SPARK_CONF``
     still wins.
     """
@@ -67,6 +72,14 @@ def serving_settings(
     }
     conf = {
         **catalog_conf(settings),
+        # analysts share the cores statement by statement (FAIR), and none runs for ever
+        "spark.scheduler.mode": "FAIR",
+        "spark.scheduler.allocation.file": str(FAIR_POOLS),
+        **(
+            {"spark.sql.thriftServer.queryTimeout": f"{settings.sql_statement_timeout}s"}
+            if settings.sql_statement_timeout
+            else {}
+        ),
         "spark.driver.extraJavaOptions": " ".join(
             [f"-D{k}={shlex.quote(v)}" for k, v in properties.items()] + [settings.driver_java_options]
         ).strip(),
@@ -152,18 +165,42 @@ class LocalEngine:
         report = sync_catalog(self.spark, settings)
         log.debug("catalog: %s", report.summary())
         self.analyst = self.spark if allow_writes else self.spark.newSession()
+        self.timeout = settings.sql_statement_timeout
 
     def execute(self, statement: str, max_rows: int | None = None) -> Result:
 
+        # A job tag of this thread (Spark's local properties reach the threads that collect
+        # results, which a session tag does not): the timer cancels every job of the statement.
+        context, tag = self.analyst.sparkContext, f"lakehouse-sql-{uuid.uuid4().hex}"
+        context.setInterruptOnCancel(True)
+        context.addJobTag(tag)
+        expired = threading.Event()
+
+        def cancel() -> None:
+            expired.set()
+            context.cancelJobsWithTag(tag)
+
+        timer = threading.Timer(self.timeout, cancel) if self.timeout else None
+        if timer is not None:
+            timer.daemon = True
+            timer.start()
         try:
             df = self.analyst.sql(statement)
             if not df.columns:
                 return Result([], [], [])
             table = (df.limit(max_rows + 1) if max_rows else df).toArrow()
-        except PySparkException as exc:
-            raise QueryError(engine_message(str(exc))) from None
-        except Py4JJavaError as exc:
-            raise QueryError(engine_message(str(exc.java_exception))) from None
+        except (PySparkException, Py4JJavaError) as exc:
+            if expired.is_set():
+                raise QueryError(
+                    f"the statement ran longer than {self.timeout} s and was cancelled "
+                    "(LAKEHOUSE_SQL_STATEMENT_TIMEOUT; 0 means no limit)"
+                ) from None
+            text = str(exc.java_exception) if isinstance(exc, Py4JJavaError) else str(exc)
+            raise QueryError(engine_message(text)) from None
+        finally:
+            if timer is not None:
+                timer.cancel()
+            context.removeJobTag(tag)
         columns = [list(c.to_pylist()) for c in table.columns]
         rows = list(zip(*columns, strict=True)) if columns else []
         truncated = bool(max_rows) and len(rows) > max_rows
@@ -212,7 +249,13 @@ class RemoteEngine:
                 return Result([], [], [])
             rows = self.cursor.fetchmany(max_rows + 1) if max_rows else self.cursor.fetchall()
         except Error as exc:
-            raise QueryError(engine_message(_hive_error(exc))) from None
+            message = _hive_error(exc)
+            if "found TIMEDOUT" in message:  # HiveServer2's words for its statement timeout
+                raise QueryError(
+                    "the statement ran longer than the SQL server's statement timeout and was "
+                    "cancelled (LAKEHOUSE_SQL_STATEMENT_TIMEOUT of the server)"
+                ) from None
+            raise QueryError(engine_message(message)) from None
         description = self.cursor.description
         truncated = bool(max_rows) and len(rows) > max_rows
         return Result(

@@ -83,6 +83,23 @@ def test_sql_errors_show_the_engine_message_exit_1_and_no_stack_trace(spark, on_
 
 
 @pytest.mark.slow
+def test_a_statement_past_the_timeout_is_cancelled_and_the_session_answers_the_next(
+    spark, on_demo, poll, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("LAKEHOUSE_SQL_STATEMENT_TIMEOUT", "2")
+    settings.cache_clear()
+    runaway = runner.invoke(app, [*IN_PROCESS_SQL, "SELECT count(*) FROM range(0, 100000000000)"])
+    assert runaway.exit_code == 1
+    assert "error: the statement ran longer than 2 s and was cancelled" in runaway.stderr
+    assert "Traceback" not in runaway.output
+    poll(lambda: not spark.sparkContext.statusTracker().getActiveJobsIds(), 30, "the cancelled job to end")
+    after = runner.invoke(
+        app, [*IN_PROCESS_SQL, "--format", "csv", "SELECT count(*) AS n FROM gold.device_status"]
+    )
+    assert after.exit_code == 0 and after.stdout.splitlines() == ["n", str(len(on_demo.expected.status))]
+
+
+@pytest.mark.slow
 def test_interactive_mode_runs_statements_as_they_end_and_survives_errors(spark, on_demo) -> None:
     typed = "SELECT 1 AS one;\nSELEC 2;\nSELECT 'a;b' AS s,\n  count(*) AS devices FROM gold.device_status;\nquit\n"
     result = runner.invoke(app, [*IN_PROCESS_SQL, "-i", "--format", "csv"], input=typed)

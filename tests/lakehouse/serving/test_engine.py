@@ -32,3 +32,19 @@ def test_engine_message_keeps_the_message_and_drops_plan_and_class_names() -> No
     )
     java = "java.lang.IllegalStateException: boom\n\tat org.apache.spark.Foo.bar(Foo.scala:1)\n"
     assert engine_message(java) == "boom"
+
+
+def test_serving_sessions_share_cores_fairly_and_cancel_statements_at_the_timeout() -> None:
+    from lakehouse.core.config import Settings
+    from lakehouse.serving.engine import FAIR_POOLS, serving_settings
+
+    conf = serving_settings(Settings(sql_statement_timeout=90)).spark_conf
+    assert conf["spark.scheduler.mode"] == "FAIR"
+    assert conf["spark.scheduler.allocation.file"] == str(FAIR_POOLS)
+    assert "<schedulingMode>FAIR</schedulingMode>" in FAIR_POOLS.read_text()  # within the default pool too
+    assert conf["spark.sql.thriftServer.queryTimeout"] == "90s"
+    assert (
+        "spark.sql.thriftServer.queryTimeout"
+        not in serving_settings(Settings(sql_statement_timeout=0)).spark_conf
+    )
+    assert Settings(sql_statement_timeout=90).to_env()["LAKEHOUSE_SQL_STATEMENT_TIMEOUT"] == "90"

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import math
+import threading
+import time
 from datetime import UTC, datetime
 
 import pyarrow as pa
@@ -54,6 +56,38 @@ def test_a_bad_query_returns_the_engine_error_and_the_server_keeps_serving(serve
         connection.close()
     assert served.query("SELECT 1")[0][0] == 1  # and new sessions too
     assert served.process.poll() is None
+
+
+# 2,000 short tasks, minutes of work in all: the server's 20 s timeout (tests/lakehouse/conftest.py)
+# cancels it long before it ends
+RUNAWAY = "SELECT count(*) FROM range(0, 2000000000, 1, 2000)"
+
+
+def test_a_runaway_statement_leaves_room_for_others_and_is_cancelled_at_the_timeout(served, demo) -> None:
+    outcome: dict[str, str] = {}
+
+    def run_away() -> None:
+        try:
+            outcome["rows"] = str(served.query(RUNAWAY))
+        except OperationalError as exc:
+            outcome["error"] = exc.args[0].status.errorMessage
+
+    runaway = threading.Thread(target=run_away)
+    started = time.monotonic()
+    runaway.start()
+    time.sleep(3)  # its tasks hold every core of the server
+    asked = time.monotonic()
+    [(devices,)] = served.query("SELECT count(*) FROM gold.device_status")
+    answered = time.monotonic() - asked
+    assert devices == len(demo.expected.status)
+    assert runaway.is_alive(), "another analyst's query answered while the runaway ran (FAIR pools)"
+    runaway.join(timeout=120)
+    cancelled = time.monotonic() - started
+    print(f"one-row query beside a runaway: {answered:.2f} s; runaway cancelled after {cancelled:.1f} s")
+    assert "rows" not in outcome, outcome
+    assert outcome["error"] == "Expected state FINISHED, but found TIMEDOUT", outcome  # HiveServer2's words
+    assert cancelled < 60, "cancelled at the timeout, not at its end"
+    assert served.query("SELECT 1")[0][0] == 1 and served.process.poll() is None
 
 
 def test_time_travel_over_jdbc_returns_the_rows_before_the_backfill(served, demo) -> None:
