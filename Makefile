@@ -6,6 +6,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 INSTALLED := $(VENV)/.installed
+COMPILED := $(VENV)/.compiled
 JARS := .jars/.fetched
 SERVING_JAR := .jars/spark/lakehouse-serving.jar
 COMPOSE_SCHEMA := .jars/compose_spec.json
@@ -36,6 +37,14 @@ $(INSTALLED): requirements.txt requirements-dev.txt constraints.txt pyproject.to
 	$(BIN)/python -c 'import sysconfig, pathlib; pathlib.Path(sysconfig.get_paths()["purelib"], "lakehouse-sources.pth").write_text("$(CURDIR)/include\n$(CURDIR)/jobs\n")'
 	@touch $@
 
+$(COMPILED): $(INSTALLED)
+	@# uv does not compile at install, and where PYTHONDONTWRITEBYTECODE is set no process ever caches
+	@# what it compiled: every Airflow task, CLI and driver would compile its imports again (+500 CPU-s
+	@# of make test). Compiled once here, beside the class archive; a file that does not compile
+	@# (a package's test data) is skipped, as pip skips it.
+	-@$(BIN)/python -m compileall -qq -j 0 $(VENV)/lib include jobs
+	@touch $@
+
 $(JARS): scripts/jars/pom.xml scripts/fetch_jars.py $(INSTALLED)
 	$(BIN)/python scripts/fetch_jars.py
 	@touch $@
@@ -49,7 +58,7 @@ $(CLASS_ARCHIVE): scripts/build_class_archive.py $(JARS)
 $(COMPOSE_SCHEMA): scripts/fetch_compose_schema.py $(INSTALLED)
 	$(BIN)/python scripts/fetch_compose_schema.py
 
-bootstrap: $(INSTALLED) $(JARS) $(SERVING_JAR) $(CLASS_ARCHIVE) $(COMPOSE_SCHEMA) ## Create .venv, fetch the jars, build the drivers' class archive (cached; a no-op when done)
+bootstrap: $(INSTALLED) $(COMPILED) $(JARS) $(SERVING_JAR) $(CLASS_ARCHIVE) $(COMPOSE_SCHEMA) ## Create .venv, fetch the jars, build the drivers' class archive (cached; a no-op when done)
 
 jars: $(JARS) $(CLASS_ARCHIVE) ## Fetch the Delta and Kafka jars from Maven Central into .jars/; build the drivers' class archive
 
