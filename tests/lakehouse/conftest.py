@@ -13,7 +13,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -132,6 +132,12 @@ def expected_from_landing(lake: Lake) -> Expected:
             expected.status[e["device"]] = (e["device_type"], e["signal"], alert, *key)
     expected.type_stats = {k: (len(v), sum(v) / len(v), min(v), max(v)) for k, v in groups.items()}
     return expected
+
+
+@pytest.fixture(scope="session")
+def truth_of_landing() -> Callable[[Lake], Expected]:
+    """:func:`expected_from_landing`, for tests in other files: gold as the landing files say."""
+    return expected_from_landing
 
 
 # --------------------------------------------------------------------------- the demo lake
