@@ -50,7 +50,7 @@ def assert_same_tables(spark, read, a: Lake, b: Lake, pipeline: Pipeline) -> Non
         assertDataFrameEqual(left, right, checkRowOrder=False, rtol=1e-9)
 
 
-@pytest.mark.parametrize("waves", [4])  # 1 wave is the backfill itself; 4 cross batch boundaries
+@pytest.mark.parametrize("waves", [3])  # 1 wave is the backfill itself; 3 cross two batch boundaries
 def test_stream_in_waves_equals_one_backfill(
     spark, read, live, iot: Pipeline, tmp_path: Path, waves: int
 ) -> None:
