@@ -60,8 +60,35 @@ SHARED_FIXTURES = {
     "demo_root": "demo",  # the demo lake and the two SQL servers on it
     "fresh_iot_once": "fresh_iot",
 }
-# The longest units start first, one per worker, so that neither waits alone at the end.
-LONGEST_FIRST = ("stack", "tests/lakehouse/platform/test_embedded.py", "demo")
+# The units of half a minute or more, longest first (seconds in a fresh-clone run on 2 cores): the
+# long ones start first and the short ones fill in at the end, so that neither worker runs on
+# alone. In collection order, crm's and the README's units came last: one worker ran about
+# 100 s longer than the other.
+LONGEST_FIRST = (
+    "stack",  # 430 s
+    "tests/lakehouse/platform/test_embedded.py",  # 360
+    "demo",  # 320
+    "tests/pipelines/crm/test_pipeline.py",  # 290
+    "tests/pipelines/ads/test_streaming.py",  # 260
+    "tests/lakehouse/orchestration/dags/test_streams.py",  # 170
+    "tests/bench/test_stress.py",  # 150
+    "tests/lakehouse/orchestration/dags/test_runs.py",  # 130
+    "fresh_iot",  # 120
+    "tests/test_readme.py",  # 110
+    "tests/lakehouse/run/test_stream.py",  # 105
+    "tests/lakehouse/models/test_models.py",  # 100
+    "tests/lakehouse/run/test_coordination.py",  # 95
+    "tests/bench/test_ysb.py",  # 80
+    "tests/lakehouse/test_bad_input.py",  # 75
+    "tests/lakehouse/run/test_batch.py",  # 65
+    "tests/lakehouse/cockpit/test_plugin.py",  # 60
+    "tests/lakehouse/run/test_maintenance.py",  # 60
+    "tests/lakehouse/quality/test_gate.py",  # 55
+    "tests/lakehouse/writes/test_history.py",  # 50
+    "tests/lakehouse/sources/test_delta_table.py",  # 45
+    "tests/lakehouse/quality/test_checks.py",  # 45
+    "tests/pipelines/iot/test_quality.py",  # 35
+)
 UNITS = "LAKEHOUSE_TEST_UNITS"  # the file the workers write the units to
 
 
