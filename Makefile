@@ -28,7 +28,7 @@ help: ## List the targets
 
 $(INSTALLED): requirements.txt requirements-dev.txt constraints.txt pyproject.toml Makefile
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	@# uv installs the locked wheels in parallel: 24 s instead of pip's 92 on 2 cores (warm caches)
+	@# uv installs the locked wheels in parallel: 30-60 s instead of pip's 92 on 2 cores (warm caches)
 	$(BIN)/pip install -q $(UV)
 	$(BIN)/uv pip install -q --python $(BIN)/python -r requirements.txt -r requirements-dev.txt -c constraints.txt
 	$(BIN)/uv pip install -q --python $(BIN)/python --no-deps -e .
