@@ -103,9 +103,10 @@ N ?= 100
 stress: bootstrap ## Fault-injection run of N random steps (kills, restarts, backfills, late data); prints figures
 	$(BIN)/python bench/stress.py --steps $(N)
 
-bench: bootstrap ## YSB-style benchmark (platform vs plain PySpark, backfill), freshness per layer, idle flows' cost, batch cost as tables grow, CDC changes/s, model metrics and scoring cost (bench/results/)
+bench: bootstrap ## YSB-style benchmark (platform vs plain PySpark, backfill), freshness per layer, checks beside live streams, idle flows' cost, batch cost as tables grow, CDC changes/s, model metrics and scoring cost (bench/results/)
 	$(BIN)/python bench/ysb.py
 	$(BIN)/python bench/freshness.py
+	$(BIN)/python bench/checks_live.py
 	$(BIN)/python bench/idle.py
 	$(BIN)/python bench/growth.py
 	$(BIN)/python bench/cdc.py

@@ -437,9 +437,15 @@ def stress(spark: SparkSession, root: str, steps: int, seed: int, events_per_hou
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--steps", type=int, default=100)
-    parser.add_argument("--seed", type=int, default=7)
-    parser.add_argument("--events-per-hour", type=int, default=300)
+    parser.add_argument("--steps", type=int, default=100, help="random actions to run (default 100)")
+    parser.add_argument(
+        "--seed", type=int, default=7, help="seed of the script: the same seed, the same actions"
+    )
+    parser.add_argument("--events-per-hour", type=int, default=300, help="events per landed hour of traffic")
+    parser.add_argument(
+        "--out", type=Path, default=REPO / "bench" / "results" / "stress.json",
+        help="where the figures are written (JSON), beside the other benchmarks' results",
+    )  # fmt: skip
     args = parser.parse_args()
     from lakehouse.core.config import Settings
     from lakehouse.state.session import spark_session
@@ -450,6 +456,10 @@ def main() -> None:
         spark = spark_session(settings, app_name="lakehouse-stress")
         figures = stress(spark, f"{tmp}/lake", args.steps, args.seed, args.events_per_hour, progress=True)
     data: dict[str, Any] = asdict(figures)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(
+        json.dumps({"measured_at": datetime.now(UTC).isoformat(timespec="seconds"), **data}, indent=2) + "\n"
+    )
     width = max(map(len, data))
     for key, value in data.items():
         if key != "violations":
@@ -457,6 +467,7 @@ def main() -> None:
     print(f"{'violations':<{width}}  {len(figures.violations)}")
     for violation in figures.violations:
         print(f"  - {violation}")
+    print(f"figures in {args.out}")
     sys.exit(1 if figures.violations else 0)
 
 

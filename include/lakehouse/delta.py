@@ -328,6 +328,11 @@ def replace(
 # --------------------------------------------------------------------------- table facts and upkeep
 
 
+def latest_version(spark: SparkSession, path: str) -> int:
+    """The table's newest committed version."""
+    return int(DeltaTable.forPath(spark, path).history(1).select("version").first()["version"])
+
+
 def detail(spark: SparkSession, path: str) -> Row:
     """``DESCRIBE DETAIL``: files, size, partitioning of the current snapshot."""
     return DeltaTable.forPath(spark, path).detail().collect()[0]

@@ -170,13 +170,17 @@ def _run_table(
             result_format={"result_format": "SUMMARY", "partial_unexpected_count": SAMPLE},
         )
     )
-    reader = spark.read.format("delta")
-    df = (reader if version is None else reader.option("versionAsOf", version)).load(lake.table(table.name))
+    # One version for every metric: GX computes each (row count, nulls, unexpected rows) with a
+    # Spark job of its own, and a table a stream appends to meanwhile gave counts that disagree
+    # (GX: "Invalid result values ... missing_count -79", the check failed on a healthy table).
+    path = lake.table(table.name)
+    version = delta.latest_version(spark, path) if version is None else version
+    df = spark.read.format("delta").option("versionAsOf", version).load(path)
     outcome = checkpoint.run(
         batch_parameters={"dataframe": df}, run_id=RunIdentifier(run_name=f"{run_id}:{table.name}")
     )
     by_label = {d.label: d for d in declarations}
-    report = TableReport(table.name)
+    report = TableReport(table.name, version=version)
     for validation in outcome.run_results.values():
         for result in validation.results:
             label = (result.expectation_config.meta or {}).get("lakehouse", {}).get("name")

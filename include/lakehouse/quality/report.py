@@ -69,6 +69,7 @@ class TableReport:
     table: str
     results: list[CheckResult] = field(default_factory=list)
     skipped: str | None = None
+    version: int | None = None  # the Delta version every check of the table read
 
     @property
     def violations(self) -> list[CheckResult]:
@@ -82,7 +83,8 @@ class TableReport:
         )
         warned = [r for r in self.results if not r.success and not r.violated]
         extra = f", {len(warned)} warning(s)" if warned else ""
-        return "\n".join([f"{self.table}: {state}{extra}", *(r.line() for r in self.results)])
+        at = f" at version {self.version}" if self.version is not None else ""
+        return "\n".join([f"{self.table}{at}: {state}{extra}", *(r.line() for r in self.results)])
 
 
 @dataclass

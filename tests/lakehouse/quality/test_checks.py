@@ -3,6 +3,8 @@ every result in ops.quality_results and render the suites in Data Docs."""
 
 from __future__ import annotations
 
+import threading
+import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -83,6 +85,46 @@ def test_a_violated_check_is_reported_with_its_offending_rows(
     # Airflow's verdict tasks rebuild the same report from the history, Spark-free
     again = results_from_log(QualityLog(fresh_iot).run("bad-run"), "silver.device_events")
     assert [(v.expectation, v.unexpected_count) for v in again.violations] == [("event_id_unique", 2)]
+
+
+def test_every_check_of_a_table_reads_one_version_while_a_stream_appends(
+    spark, fresh_iot: Lake, iot: Pipeline, tmp_path: Path, poll
+) -> None:
+    """GX computes each metric (rows, nulls, unexpected rows) with a Spark job of its own: a table
+    read at its latest while a stream appended gave counts that disagree, and the check failed
+    on a healthy table. Every check now reads the version the run started at."""
+    from pyspark.sql import functions as F
+
+    path = fresh_iot.table("silver.device_events")
+    rows = spark.read.format("delta").load(path).limit(3).cache()
+    rows.count()
+    appended: list[float] = []
+    stop = threading.Event()
+
+    def stream() -> None:  # new events, one small commit after another, as a running stream writes
+        while not stop.is_set():
+            rows.withColumn("event_id", F.expr("uuid()")).write.format("delta").mode("append").save(path)
+            appended.append(time.monotonic())
+
+    writer = threading.Thread(target=stream)
+    writer.start()
+    try:
+        poll(lambda: appended, 60, "the first append", interval=0.2)
+        began = time.monotonic()
+        report = run_checks(spark, fresh_iot, iot, tmp_path / "quality", ["silver.device_events"])
+        ended = time.monotonic()
+    finally:
+        stop.set()
+        writer.join()
+    rows.unpersist()
+    assert any(began < t < ended for t in appended), "no commit while the checks ran"
+    [table] = report.tables
+    at_version = spark.read.format("delta").option("versionAsOf", table.version).load(path).count()
+    assert spark.read.format("delta").load(path).count() > at_version
+    assert [r.expectation for r in table.results if r.error] == [], table.text()
+    counted = {r.expectation: r.element_count for r in table.results if r.element_count is not None}
+    assert counted and set(counted.values()) == {at_version}, (at_version, counted)
+    assert f"silver.device_events at version {table.version}: " in report.text()
 
 
 def test_a_table_behind_its_upstream_is_checked_as_its_stream_saw_it(
