@@ -208,7 +208,10 @@ def as_its_stream_saw_them(
         return None, {}
     ids = {name: delta.detail(spark, lake.table(name))["id"] for name in upstreams}
     version = delta.version_through_batch(spark, lake.table(table.name), batch)
-    versions = checkpoint.read_through(ids)
+    # the offsets of that same batch: the stream may have committed the next one meanwhile, and
+    # its upstream versions are ahead of the table's version through ``batch`` (a live check
+    # failed on every device of gold.device_status)
+    versions = checkpoint.read_through(ids, batch)
     log.info(
         "%s checked as its stream's batch %d left it (version %s), against %s",
         table.name, batch, version, ", ".join(f"{n} version {v}" for n, v in sorted(versions.items())) or "-",

@@ -50,9 +50,10 @@ class Checkpoint:
         batches = self._batches("commits")
         return batches[-1] if batches else None
 
-    def committed_offsets(self) -> list[dict[str, Any]]:
-        """The source offsets of the last committed batch, one per source (in plan order)."""
-        batch = self.last_committed()
+    def committed_offsets(self, batch: int | None = None) -> list[dict[str, Any]]:
+        """The source offsets of committed batch ``batch`` (default: the last), one per source
+        (in plan order)."""
+        batch = self.last_committed() if batch is None else batch
         if batch is None:
             return []
         return self.documents(f"{self.path}/offsets/{batch}")[1:]  # the first is the batch metadata
@@ -66,12 +67,12 @@ class Checkpoint:
         millis = documents[0].get("nextBatchWatermarkMs") if documents else None
         return datetime.fromtimestamp(millis / 1000, tz=UTC) if millis else None
 
-    def read_through(self, table_ids: Mapping[str, str]) -> dict[str, int]:
+    def read_through(self, table_ids: Mapping[str, str], batch: int | None = None) -> dict[str, int]:
         """Of the Delta tables named in ``table_ids`` (name -> Delta table id) the flow reads: the
-        last version its last committed batch had read to the end."""
+        last version committed batch ``batch`` (default: the last) had read to the end."""
         by_id = {table_id: name for name, table_id in table_ids.items()}
         versions = {}
-        for offset in self.committed_offsets():
+        for offset in self.committed_offsets(batch):
             name = by_id.get(offset.get("reservoirId"))
             if name is not None and (unread := self.next_version(offset)) > 0:
                 versions[name] = unread - 1
