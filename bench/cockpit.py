@@ -36,8 +36,16 @@ from lakehouse.monitoring.upkeep import maintain_ops_tables
 RESULTS = Path(__file__).parent / "results" / "cockpit.json"
 
 
-def write_progress(lake: Lake, flows: list[tuple[str, str]], rows: int, days: float, commits: int) -> None:
-    now = datetime.now(UTC)
+def write_progress(
+    lake: Lake,
+    flows: list[tuple[str, str]],
+    rows: int,
+    days: float,
+    commits: int,
+    until_ago: timedelta = timedelta(0),
+) -> None:
+    """``rows`` progress rows of ``flows`` over ``days`` up to ``until_ago`` before now."""
+    now = datetime.now(UTC) - until_ago
     start = now - timedelta(days=days)
     step = (now - start) / rows
     per_commit = rows // commits

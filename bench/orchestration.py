@@ -14,8 +14,10 @@
 - ``first-start``: ``make up`` as a newcomer gets it (every DAG unpaused, the generators
   landing data), then ``iot_stream_deploy`` triggered at once: the load average over time,
   seconds from the trigger to the first gold row, the drivers running the flows, the DAG runs
-  of the first minutes and the monitor runs' durations. Written to
-  ``bench/results/first_start.json``.
+  of the first minutes, the monitor runs' durations, the verdicts of every quality run, and the
+  cockpit's answer times at that load (overview, the ``iot`` page, ``/metrics``, asked in turn
+  every 5 s as a logged-in page does, with ``--progress-rows`` older progress rows in the lake).
+  Written to ``bench/results/first_start.json``.
 
 Usage: ``.venv/bin/python bench/orchestration.py parse|drivers|restart|memory|first-start|all [--runs N]``
 """
@@ -35,7 +37,7 @@ import tempfile
 import textwrap
 import time
 import urllib.error
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -334,7 +336,73 @@ def restart() -> None:
 # --------------------------------------------------------------------------- first start
 
 
-def first_start(minutes: float) -> None:
+COCKPIT_PATHS = {
+    "overview": "/lakehouse/api/overview",
+    "pipeline": "/lakehouse/api/pipelines/iot",
+    "metrics": "/lakehouse/metrics",
+}
+
+
+def cockpit_times(url: str, token: str) -> dict[str, float | None]:
+    """Milliseconds of each cockpit answer, asked in turn (None: it failed or took over 30 s)."""
+    times: dict[str, float | None] = {}
+    for name, path in COCKPIT_PATHS.items():
+        request = urllib.request.Request(f"{url}{path}", headers={"Authorization": f"Bearer {token}"})
+        started = time.perf_counter()
+        try:
+            with urllib.request.urlopen(request, timeout=30) as answer:
+                answer.read()
+            times[name] = round((time.perf_counter() - started) * 1000, 1)
+        except (urllib.error.URLError, TimeoutError) as exc:
+            print(f"  cockpit {path}: {exc}", flush=True)
+            times[name] = None
+    return times
+
+
+def percentiles(samples: list[dict[str, Any]]) -> dict[str, dict[str, float | None]]:
+    """p50/p95/max per cockpit answer over the samples taken at a 1-minute load >= 8 and over all."""
+    out: dict[str, dict[str, float | None]] = {}
+    for name in COCKPIT_PATHS:
+        for label, chosen in (("all", samples), ("load_8_or_more", [s for s in samples if s["load"] >= 8])):
+            values = sorted(s[name] if s[name] is not None else float("inf") for s in chosen)
+            if not values:
+                out[f"{name}_{label}"] = {"n": 0}
+                continue
+            out[f"{name}_{label}"] = {
+                "n": len(values),
+                "p50_ms": _quantile(values, 0.5),
+                "p95_ms": _quantile(values, 0.95),
+                "max_ms": values[-1],
+            }
+    return out
+
+
+def _quantile(ordered: list[float], q: float) -> float:
+    """The sample at quantile ``q`` of ``ordered`` (nearest rank, no interpolation)."""
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def quality_verdicts(conf: Any) -> list[dict[str, Any]]:
+    """Every table check recorded in the lake: table, run, when, and the failed expectations."""
+    import polars as pl
+
+    from lakehouse.core.lake import Lake
+    from lakehouse.quality.results import QualityLog
+
+    checks = QualityLog(Lake.from_settings(conf)).read().filter(pl.col("origin") == "check")
+    verdicts = []
+    for (table, run_id), rows in checks.sort("recorded_at").group_by(
+        ["table_name", "run_id"], maintain_order=True
+    ):
+        failed = rows.filter(~pl.col("success").fill_null(False) & (pl.col("action") != "warn"))
+        verdicts.append({
+            "table": table, "run_id": run_id, "at": rows["recorded_at"].max().isoformat(),
+            "verdict": "failed" if failed.height else "passed", "failed": failed["expectation"].to_list(),
+        })  # fmt: skip
+    return verdicts
+
+
+def first_start(minutes: float, progress_rows: int) -> None:
     from lakehouse import registry
     from lakehouse.core.config import Settings
     from lakehouse.core.lake import Lake
@@ -351,6 +419,25 @@ def first_start(minutes: float) -> None:
             "LAKEHOUSE_PLATFORM_DIR": str(Path(tmp) / "platform"),
         }
         env.pop("AIRFLOW_HOME")
+        if progress_rows:  # an older history, as a platform that has run for a week has
+            sys.path.insert(0, str(REPO / "bench"))
+            from cockpit import write_progress
+
+            history = Settings(root=env["LAKEHOUSE_ROOT"])
+            flows = [
+                (p.name, t.name)
+                for p in registry.discover(history.pipelines_package).values()
+                for t in p.ordered()
+            ]
+            print(f"writing {progress_rows:,} progress rows of the week before ...", flush=True)
+            write_progress(
+                Lake.from_settings(history),
+                flows,
+                progress_rows,
+                days=7.0,
+                commits=200,
+                until_ago=timedelta(minutes=20),
+            )
         began = time.monotonic()
         subprocess.run(["make", "-s", "up"], cwd=REPO, env=env, check=True, capture_output=True)
         up_seconds = time.monotonic() - began
@@ -366,9 +453,17 @@ def first_start(minutes: float) -> None:
             triggered = time.monotonic()
             print(f"make up took {up_seconds:.0f} s; iot_stream_deploy triggered; sampling {minutes:g} min")
             loads: list[tuple[float, float]] = []
+            cockpit: list[dict[str, Any]] = []
             first_gold = None
             while (elapsed := time.monotonic() - triggered) < minutes * 60:
                 loads.append((round(elapsed, 1), os.getloadavg()[0]))
+                cockpit.append(
+                    {
+                        "at": round(elapsed, 1),
+                        "load": os.getloadavg()[0],
+                        **cockpit_times(platform.url, token),
+                    }
+                )
                 if first_gold is None and all(_rows(read_table, lake, name) for name in golds):
                     first_gold = elapsed
                     print(f"  first gold rows after {first_gold:.0f} s (load {load()})", flush=True)
@@ -401,11 +496,27 @@ def first_start(minutes: float) -> None:
                     if r["dag_id"] == "iot_stream_monitor" and r.get("end_date") and r.get("start_date")
                 ],
                 "deploy_run_state": [r["state"] for r in runs if r["dag_id"] == "iot_stream_deploy"],
+                "dag_runs": sorted(
+                    (r["dag_id"], r["state"], r.get("start_date"), r.get("end_date")) for r in runs
+                ),
+                "quality_checks": quality_verdicts(conf),
+                "progress_rows_before": progress_rows,
+                "cockpit_ms": percentiles(cockpit),
+                "cockpit_samples": cockpit,
                 "health_at_end": health,
                 "logs_kept_in": str(kept),
             }
             (RESULTS / "first_start.json").write_text(json.dumps(figures, indent=1))
-            print(json.dumps({k: v for k, v in figures.items() if k != "load_1min"}, indent=1))
+            print(
+                json.dumps(
+                    {
+                        k: v
+                        for k, v in figures.items()
+                        if k not in ("load_1min", "cockpit_samples", "dag_runs")
+                    },
+                    indent=1,
+                )
+            )
         finally:
             subprocess.run(["make", "-s", "down"], cwd=REPO, env=env, capture_output=True)
 
@@ -462,6 +573,10 @@ def main() -> None:
         default=None,
         help="minutes sampled (first-start: 6 after the deploy; memory: 30)",
     )
+    parser.add_argument(
+        "--progress-rows", type=int, default=1_000_000,
+        help="older progress rows written into the lake before make up (first-start)",
+    )  # fmt: skip
     args = parser.parse_args()
     if args.figure in ("parse", "all"):
         parse(args.runs)
@@ -472,7 +587,7 @@ def main() -> None:
     if args.figure in ("memory", "all"):
         memory(args.minutes or 30)
     if args.figure in ("first-start", "all"):
-        first_start(args.minutes or 6)
+        first_start(args.minutes or 6, args.progress_rows)
 
 
 if __name__ == "__main__":

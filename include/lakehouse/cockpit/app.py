@@ -12,6 +12,10 @@ so the page shows a viewer the buttons disabled.
 A user sees a pipeline (overview, page, metrics) only if Airflow lets them read every one of its
 DAGs: per-DAG permissions of the auth manager in use hide the pipelines of other teams; an
 unreadable pipeline's page answers 404, as an unknown one does.
+
+The figures are computed once for every reader and refreshed in the background
+(:mod:`lakehouse.cockpit.answers`): a request is answered from the latest computation, so the
+page answers at once on a busy machine; ``generated_at`` says when its figures were read.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from lakehouse import registry
 from lakehouse.cockpit import metrics, views
+from lakehouse.cockpit.answers import SharedAnswers
 from lakehouse.core.config import Settings, settings
 from lakehouse.spec import Pipeline
 
@@ -62,6 +67,14 @@ def _with_rights(answer: dict[str, Any], user: Any) -> dict[str, Any]:
     return answer
 
 
+def _timed(compute: Any) -> dict[str, Any]:
+    """``compute()``'s answer with ``read_ms``: how long reading its figures took."""
+    started = time.perf_counter()
+    answer: dict[str, Any] = compute()
+    answer["read_ms"] = round((time.perf_counter() - started) * 1000)
+    return answer
+
+
 def _bearer(request: Request) -> str | None:
     scheme, _, token = request.headers.get("authorization", "").partition(" ")
     return token.strip() if scheme.lower() == "bearer" else None
@@ -90,6 +103,14 @@ def cockpit_app() -> FastAPI:
         redoc_url=None,
         openapi_url=None,
     )
+    shared = SharedAnswers()
+
+    def overview_of_all(conf: Settings) -> dict[str, Any]:
+        """Every pipeline's overview (each request keeps the ones its user may read)."""
+        return shared.get(  # type: ignore[no-any-return]
+            "overview",
+            lambda: _timed(lambda: views.overview(conf, registry.discover(conf.pipelines_package))),
+        )
 
     @app.get("/", response_model=None)
     async def page(request: Request, dag: str | None = None) -> HTMLResponse | RedirectResponse:
@@ -111,10 +132,10 @@ def cockpit_app() -> FastAPI:
     @app.get("/api/overview")
     def overview(user: GetUserDep) -> dict[str, Any]:
         conf = settings()
-        started = time.perf_counter()
-        answer = views.overview(conf, _visible(registry.discover(conf.pipelines_package), user))
-        answer["read_ms"] = round((time.perf_counter() - started) * 1000)
-        return _with_rights(answer, user)
+        visible = _visible(registry.discover(conf.pipelines_package), user)
+        answer = overview_of_all(conf)
+        mine = [dict(p) for p in answer["pipelines"] if p["name"] in visible]
+        return _with_rights({**answer, "pipelines": mine}, user)
 
     @app.get("/api/pipelines/{name}")
     def pipeline(
@@ -126,18 +147,22 @@ def cockpit_app() -> FastAPI:
             raise HTTPException(
                 status_code=404, detail=f"no pipeline named {name!r} (known: {', '.join(pipelines)})"
             )
-        started = time.perf_counter()
-        answer = views.pipeline_page(conf, pipelines[name], hours=hours)
-        answer["read_ms"] = round((time.perf_counter() - started) * 1000)
-        return _with_rights(answer, user)
+        answer = shared.get(
+            ("pipeline", name, hours),
+            lambda: _timed(lambda: views.pipeline_page(conf, pipelines[name], hours=hours)),
+        )
+        return _with_rights(dict(answer), user)
 
     @app.get("/metrics")
     async def prometheus(request: Request) -> Response:
         conf = settings()
         user = await _metrics_reader(request, conf)
         pipelines = registry.discover(conf.pipelines_package)
-        pipelines = pipelines if user is None else _visible(pipelines, user)  # the token reads all
-        body = metrics.exposition(views.overview(conf, pipelines), views.table_figures(conf, pipelines))
+        visible = pipelines if user is None else _visible(pipelines, user)  # the token reads all
+        answer = overview_of_all(conf)
+        mine = {**answer, "pipelines": [p for p in answer["pipelines"] if p["name"] in visible]}
+        tables = shared.get("tables", lambda: views.table_figures(conf, pipelines))
+        body = metrics.exposition(mine, tables)
         return Response(body, media_type="text/plain; version=0.0.4; charset=utf-8")
 
     return app
