@@ -353,6 +353,27 @@ def health(
     return results
 
 
+def starting_flows(
+    settings: Settings, pipelines: Sequence[Pipeline], now: datetime | None = None
+) -> list[str]:
+    """The continuous flows starting now, one line each: flows started (by a deploy or the
+    monitor) that have not reported progress yet, and flows deployed in the last
+    :data:`START_TIMEOUT` whose driver does not run yet. Scheduled incremental runs wait for
+    them: a new driver's first batches need the cores, and the wait is bounded by construction."""
+    now = now or _now()
+    history = ProgressLog(Lake.from_settings(settings)).read(since=now - HISTORY)
+    recently = now - timedelta(seconds=START_TIMEOUT)
+    lines = []
+    for pipeline in pipelines:
+        control = FlowControl.of(settings, pipeline.name)
+        for flow in health(settings, pipeline, now=now, history=history):
+            deployment = control.deployment(flow.flow)
+            just_deployed = deployment is not None and deployment.deployed_at >= recently
+            if flow.state == "starting" or (just_deployed and flow.state == "dead"):
+                lines.append(f"{pipeline.name} {flow.flow}: {flow.state} ({flow.message})")
+    return lines
+
+
 def _errors(history: pl.DataFrame, flow: str, since: datetime) -> list[str]:
 
     failed = history.filter(

@@ -133,3 +133,35 @@ def test_the_monitor_stops_a_driver_that_stays_stale_and_restarts_its_flow(
         assert "restarted from its checkpoint" in restarted[flow]
     finally:
         hung.kill()
+
+
+def test_starting_flows_are_those_started_without_progress_yet_or_just_deployed_and_down(
+    tmp_path: Path, iot: Pipeline
+) -> None:
+    """What a scheduled incremental run waits for (``<pipeline>_incremental``'s sensor), from
+    control files and progress rows written here by hand."""
+    conf = Settings(root=str(tmp_path / "lake"))
+    control = FlowControl(conf.control_path, "iot")
+    progress = ProgressLog(Lake(conf.root))
+    now = datetime.now(UTC)
+    bronze, silver, stats, status = (t.name for t in iot.ordered()[:4])
+    for flow in (bronze, silver, stats):
+        control.deploy(Deployment(flow, "g1", "5 seconds", now - timedelta(minutes=1)))
+    control.deploy(Deployment(status, "g0", "5 seconds", now - timedelta(minutes=20)))
+    control.acquire(silver, "driver", ttl=60, trigger="continuous")  # started, no progress yet
+    control.acquire(stats, "driver", ttl=60, trigger="continuous")
+    time.sleep(0.01)
+    progress.append([{"pipeline": "iot", "flow": stats, "event": "progress", "batch_id": 0}])
+
+    lines = operations.starting_flows(conf, [iot])
+
+    assert [line.split(":")[0] for line in lines] == [f"iot {bronze}", f"iot {silver}"], lines
+    assert "dead" in lines[0] and "starting" in lines[1]
+    # stats is healthy; status was deployed 20 minutes ago (a down flow, not a starting one);
+    # the others are not deployed. Once bronze's and silver's drivers report, nothing is starting.
+    control.acquire(bronze, "driver", ttl=60, trigger="continuous")
+    time.sleep(0.01)
+    progress.append(
+        [{"pipeline": "iot", "flow": f, "event": "progress", "batch_id": 0} for f in (bronze, silver)]
+    )
+    assert operations.starting_flows(conf, [iot]) == []

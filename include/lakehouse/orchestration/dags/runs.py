@@ -7,12 +7,15 @@ Each submits a ``lakehouse`` command as a Spark driver through the Spark connect
 
 from __future__ import annotations
 
+import logging
 from datetime import timedelta
 from typing import TYPE_CHECKING
 
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
-from airflow.sdk import DAG, CronDataIntervalTimetable, Param
+from airflow.sdk import DAG, CronDataIntervalTimetable, Param, task
 
+from lakehouse import registry
+from lakehouse.core.config import settings
 from lakehouse.orchestration.dags.kit import (
     doc,
     flows_param,
@@ -30,6 +33,9 @@ if TYPE_CHECKING:
     from lakehouse.core.config import Settings
     from lakehouse.spec import Pipeline
 
+log = logging.getLogger("lakehouse.dags")
+STREAMS_START_WAIT = timedelta(minutes=15)  # starting_flows' own window is 10 minutes
+
 
 def incremental_dags(pipeline: Pipeline, conf: Settings) -> list[DAG]:
     args = ["run", pipeline.name, "--trigger", "incremental", "--skip-if-running"]
@@ -45,7 +51,28 @@ def incremental_dags(pipeline: Pipeline, conf: Settings) -> list[DAG]:
         task_args={"execution_timeout": timedelta(hours=1)},
         params={"flows": flows_param(pipeline, "run")},
     ) as dag:  # fmt: skip
-        SparkSubmitOperator(
+
+        @task.sensor(
+            task_id="wait_for_starting_streams",
+            poke_interval=15,
+            timeout=STREAMS_START_WAIT.total_seconds(),
+            mode="reschedule",  # no worker slot held between looks
+            soft_fail=True,  # still starting after that: skip this slot, the next one runs
+        )
+        def wait_for_starting_streams() -> bool:
+            """Let continuous flows that are starting (any pipeline's) get their first batches
+            done before this run's driver takes its share of the cores."""
+            from lakehouse.orchestration import operations  # deferred: polars (DAG files parse without it)
+
+            run_conf = settings()
+            starting = operations.starting_flows(
+                run_conf, list(registry.discover(run_conf.pipelines_package).values())
+            )
+            for line in starting:
+                log.info("waiting for a starting stream: %s", line)
+            return not starting
+
+        wait_for_starting_streams() >> SparkSubmitOperator(
             task_id="run_incremental",
             outlets=[table_asset(conf, t) for t in pipeline.table_names],
             **spec.operator_kwargs(),

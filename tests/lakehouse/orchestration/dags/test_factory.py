@@ -128,7 +128,7 @@ def test_every_dag_is_documented_tagged_owned_retried_and_alerting(dags: dict) -
 def test_tables_are_assets_declared_by_the_tasks_that_write_them(dags: dict) -> None:
     tables = set(discover("pipelines")["iot"].table_names)
     for dag_id in ("iot_incremental", "iot_backfill"):
-        [task] = dags[dag_id].tasks
+        task = dags[dag_id].tasks[-1]  # the driver (the incremental run waits for starting streams first)
         assert {outlet.name for outlet in task.outlets} == tables, dag_id
         assert all(outlet.uri.startswith("file:///") for outlet in task.outlets)
     [check] = dags["iot_stream_monitor"].tasks  # one task process per monitor run, however many flows
@@ -136,9 +136,12 @@ def test_tables_are_assets_declared_by_the_tasks_that_write_them(dags: dict) -> 
 
 
 def test_incremental_runs_skip_the_flows_that_run_continuously(dags: dict) -> None:
-    [task] = dags["iot_incremental"].tasks
+    wait, task = dags["iot_incremental"].tasks
     assert task.application_args[:4] == ["run", "iot", "--trigger", "incremental"]
     assert "--skip-if-running" in task.application_args  # see test_cli for what it does
+    # and they wait for starting streams (operations.starting_flows) without holding a slot
+    assert wait.task_id == "wait_for_starting_streams" and task.upstream_task_ids == {wait.task_id}
+    assert wait.mode == "reschedule" and wait.soft_fail and wait.pool == "default_pool"
 
 
 def test_spark_driver_tasks_run_in_the_configured_pool(
