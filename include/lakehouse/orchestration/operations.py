@@ -385,17 +385,29 @@ def _errors(history: pl.DataFrame, flow: str, since: datetime) -> list[str]:
     return failed.sort("recorded_at")["exception"].to_list()
 
 
+def recent_progress(settings: Settings, now: datetime | None = None) -> pl.DataFrame:
+    """The progress events :func:`health` looks at (the last :data:`HISTORY`): read once by a
+    caller that checks health more than once (the monitor: stale drivers, dead flows, report)."""
+    return ProgressLog(Lake.from_settings(settings)).read(since=(now or _now()) - HISTORY)
+
+
 def restart_dead(
-    settings: Settings, pipeline: Pipeline, launch: Launcher, timeout: float = START_TIMEOUT
+    settings: Settings,
+    pipeline: Pipeline,
+    launch: Launcher,
+    timeout: float = START_TIMEOUT,
+    history: pl.DataFrame | None = None,
 ) -> dict[str, str]:
     """Restart every deployed flow whose driver is gone, from its checkpoint, with the flows it
     was deployed with (one driver per deployment group). A driver whose flow stayed stale for
     ``stale_checks_before_kill`` checks in a row is stopped first (SIGTERM, then SIGKILL; on this
-    host), so its flows restart too. Returns a message per restarted flow."""
+    host), so its flows restart too. Returns a message per restarted flow. ``history``: see
+    :func:`recent_progress` (leases and processes are read fresh either way)."""
     control = FlowControl.of(settings, pipeline.name)
+    history = recent_progress(settings) if history is None else history
     with control.operations_lock():
-        stop_stale_drivers(settings, pipeline, control)
-        dead = {h.flow: h for h in health(settings, pipeline) if h.needs_restart}
+        stop_stale_drivers(settings, pipeline, control, history)
+        dead = {h.flow: h for h in health(settings, pipeline, history=history) if h.needs_restart}
         groups: dict[tuple[str, str], list[str]] = {}
         for flow in dead:
             deployment = control.deployment(flow)
@@ -410,11 +422,13 @@ def restart_dead(
     return {flow: f"{dead[flow].message}; restarted from its checkpoint, {started[flow]}" for flow in started}
 
 
-def stop_stale_drivers(settings: Settings, pipeline: Pipeline, control: FlowControl) -> list[str]:
+def stop_stale_drivers(
+    settings: Settings, pipeline: Pipeline, control: FlowControl, history: pl.DataFrame | None = None
+) -> list[str]:
     """Stop the drivers of flows that stayed stale too long (a hung driver keeps renewing its
     lease, so nothing else would ever replace it); the flows whose driver was stopped."""
     stopped = []
-    for state in health(settings, pipeline):
+    for state in health(settings, pipeline, history=history):
         if state.state != "stale":
             control.clear_stale(state.flow)
             continue

@@ -91,13 +91,14 @@ def monitor_dags(pipeline: Pipeline, conf: Settings) -> list[DAG]:
             run_conf = settings()
             restarted: dict[str, str] = {}
             problems: list[str] = []  # what fails the run, after every flow was checked
+            history = operations.recent_progress(run_conf)  # read once: the progress table is the cost
             if not context["params"]["restart"]:
                 log.info("params.restart is false: not restarting anything")
             else:
                 ensure_connection(SPARK_CONN_ID, default_master=None)
                 launcher = operations.spark_submit_launcher(run_conf, pipeline)
                 try:
-                    restarted = operations.restart_dead(run_conf, pipeline, launcher)
+                    restarted = operations.restart_dead(run_conf, pipeline, launcher, history=history)
                 except operations.OperationFailed as exc:  # still check (and report) every flow
                     log.exception("restarting dead flows failed")
                     problems.append(f"restart failed: {exc}")
@@ -105,7 +106,7 @@ def monitor_dags(pipeline: Pipeline, conf: Settings) -> list[DAG]:
                     log.warning("%s: %s", flow, message)
                 log.info("restarted %d flow(s)", len(restarted))
             lake = Lake.from_settings(run_conf)
-            states = operations.health(run_conf, pipeline)
+            states = operations.health(run_conf, pipeline, history=history)
             for health in states:
                 text = operations.report(health)
                 log.log(logging.ERROR if health.failed else logging.INFO, "%s", text)
