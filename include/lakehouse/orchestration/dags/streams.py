@@ -105,6 +105,8 @@ def monitor_dags(pipeline: Pipeline, conf: Settings) -> list[DAG]:
                 for flow, message in restarted.items():
                     log.warning("%s: %s", flow, message)
                 log.info("restarted %d flow(s)", len(restarted))
+                if restarted:  # their new drivers' first progress is in the table now
+                    history = operations.recent_progress(run_conf)
             lake = Lake.from_settings(run_conf)
             states = operations.health(run_conf, pipeline, history=history)
             for health in states:
