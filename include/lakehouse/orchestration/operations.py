@@ -361,7 +361,7 @@ def starting_flows(
     :data:`START_TIMEOUT` whose driver does not run yet. Scheduled incremental runs wait for
     them: a new driver's first batches need the cores, and the wait is bounded by construction."""
     now = now or _now()
-    history = ProgressLog(Lake.from_settings(settings)).read(since=now - HISTORY)
+    history = recent_progress(settings, now)
     recently = now - timedelta(seconds=START_TIMEOUT)
     lines = []
     for pipeline in pipelines:
