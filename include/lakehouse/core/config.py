@@ -185,6 +185,19 @@ class Settings(BaseSettings):
         description="Seconds an analyst's SQL statement (`lakehouse sql`, the SQL server) may run "
         "before it is cancelled and its client told why; 0: no limit.",
     )
+    sql_statements_per_user: int = Field(
+        default=8,
+        ge=0,
+        description="Statements one user may run at once on the SQL server; the next one is "
+        "refused with the reason until one ends (one analyst's burst cannot queue the others); 0: no limit.",
+    )
+    sql_max_result_mb: int = Field(
+        default=128,
+        ge=0,
+        description="MiB of (compressed) rows a statement may return to the SQL server or `lakehouse sql` "
+        "(spark.driver.maxResultSize): a larger result fails with the reason instead of exhausting the "
+        "server's memory for everyone; aggregate, filter or LIMIT it; 0: no cap.",
+    )
     serve_password_file: Path | None = Field(
         default=None,
         description="Users and password hashes of the SQL server (`lakehouse users add NAME`). "
@@ -244,6 +257,8 @@ class Settings(BaseSettings):
         env["LAKEHOUSE_SERVE_PORT"] = str(self.serve_port)
         env["LAKEHOUSE_CATALOG_REFRESH_SECONDS"] = str(self.catalog_refresh_seconds)
         env["LAKEHOUSE_SQL_STATEMENT_TIMEOUT"] = str(self.sql_statement_timeout)
+        env["LAKEHOUSE_SQL_STATEMENTS_PER_USER"] = str(self.sql_statements_per_user)
+        env["LAKEHOUSE_SQL_MAX_RESULT_MB"] = str(self.sql_max_result_mb)
         if self.serve_conf:
             env["LAKEHOUSE_SERVE_CONF"] = json.dumps(self.serve_conf)
         if self.metastore_uri:

@@ -49,6 +49,7 @@ FULL_CHECK_SECONDS = 60.0
 # `SELECT count(*) FROM range(0, 100000000000)` a one-row query on 2 cores waited 22 s for a free
 # core at Spark's default (one task per core), 1.0-1.5 s at 200 and 0.6-0.9 s at 1,000.
 SHORT_TASKS = 1000
+STATEMENTS_PER_USER = "spark.lakehouse.sql.statementsPerUser"
 _NUMERIC_HIVE_TYPES = {"TINYINT", "SMALLINT", "INT", "BIGINT", "FLOAT", "DOUBLE", "DECIMAL"}
 
 
@@ -64,8 +65,9 @@ def serving_settings(
     The platform sets ``derby.system.home`` for drivers; the Thrift server's private in-memory
     Derby (Spark's "execution" Hive client) cannot start with it, so serving processes only move
     Derby's log out of the working directory. JVM logging is quieter (``log4j2.properties``).
-    Statements share the cores fairly (``fairscheduler.xml``) and the server cancels one that
-    runs longer than ``sql_statement_timeout``.
+    Statements share the cores fairly (``fairscheduler.xml``); the server cancels one that
+    runs longer than ``sql_statement_timeout``, fails one whose result exceeds
+    ``sql_max_result_mb`` and refuses a user's statement beyond ``sql_statements_per_user``.
     ``system_properties`` become ``-D`` options of the driver JVM. Users' ``LAKEHOUSE_SPARK_CONF``
     still wins.
     """
@@ -83,6 +85,9 @@ def serving_settings(
         # what has no natural partitioning (range(), RDD scans; file scans stay >= 4 MB a task)
         # into many short tasks, so a runaway's tasks end every fraction of a second.
         "spark.sql.leafNodeDefaultParallelism": str(SHORT_TASKS),
+        # the server's memory is everyone's: a result too large fails alone (statements.py says so)
+        "spark.driver.maxResultSize": f"{settings.sql_max_result_mb}m",
+        STATEMENTS_PER_USER: str(settings.sql_statements_per_user),  # StatementLimit.java
         **(
             {"spark.sql.thriftServer.queryTimeout": f"{settings.sql_statement_timeout}s"}
             if settings.sql_statement_timeout

@@ -45,8 +45,18 @@ def split_statements(text: str) -> list[str]:
     return statements
 
 
+_TOO_LARGE = re.compile(
+    r"Total size of serialized results of \d+ tasks \(([^)]*)\) is bigger than spark\.driver\.maxResultSize \(([^)]*)\)"
+)
+
+
 def engine_message(text: str) -> str:
     """The engine's message without the query plan or Java class names Spark appends."""
+    if too_large := _TOO_LARGE.search(text):
+        return (
+            f"the result is larger than the {too_large[2]} a statement may return ({too_large[1]} "
+            "before the statement was stopped; LAKEHOUSE_SQL_MAX_RESULT_MB): aggregate, filter or add a LIMIT"
+        )
     text = re.sub(r"^Error running query: ", "", text.strip())
     text = re.sub(r"^(\[[A-Z_.]+\] )?(org\.apache|java|io\.delta)[\w.$]+: ", "", text)
     text = text.split(";\n")[0]  # a check rule's refusal comes with the analyzed plan after it

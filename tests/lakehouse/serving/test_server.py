@@ -97,6 +97,66 @@ def test_a_runaway_statement_leaves_room_for_others_and_is_cancelled_at_the_time
     assert served.query("SELECT 1")[0][0] == 1 and served.process.poll() is None
 
 
+def _running(cursor) -> None:
+    """Wait until ``cursor``'s asynchronous statement runs on the server (parsed, jobs started)."""
+    from TCLIService.ttypes import TOperationState
+
+    deadline = time.monotonic() + 60
+    while cursor.poll().operationState != TOperationState.RUNNING_STATE:
+        assert time.monotonic() < deadline, "the statement did not start"
+        time.sleep(0.2)
+    time.sleep(1)  # RUNNING is set just before the statement is parsed (and counted)
+
+
+def test_a_user_at_the_statement_limit_is_refused_while_other_users_run(served, demo) -> None:
+    """The test server allows 2 statements at once per user (tests/lakehouse/conftest.py)."""
+    alice = [served.connect(user="alice") for _ in range(3)]
+    cursors = [c.cursor() for c in alice]
+    try:
+        for cursor in cursors[:2]:
+            cursor.execute(RUNAWAY, async_=True)
+            _running(cursor)
+        with pytest.raises(OperationalError) as refused:
+            cursors[2].execute("SELECT 1")
+        message = refused.value.args[0].status.errorMessage
+        assert "too many statements at once: alice already runs 2 statements" in message, message
+        assert "LAKEHOUSE_SQL_STATEMENTS_PER_USER" in message
+
+        [(devices,)] = served.query("SELECT count(*) FROM gold.device_status", user="bob")
+        assert devices == len(demo.expected.status)  # another user is not held up
+
+        cursors[0].cancel()  # one of alice's ends: her next statement runs
+        cancelled = time.monotonic()
+        deadline = cancelled + 30
+        while True:
+            try:
+                cursors[2].execute("SELECT 41 + 1")
+                break
+            except OperationalError as exc:  # the end is reported through Spark's listener bus
+                assert "too many statements" in exc.args[0].status.errorMessage
+                assert time.monotonic() < deadline, "a cancelled statement still counts after 30 s"
+                time.sleep(0.5)
+        assert cursors[2].fetchall() == [(42,)]
+        print(f"alice's next statement ran {time.monotonic() - cancelled:.1f} s after the cancel")
+    finally:
+        for cursor in cursors[:2]:
+            cursor.cancel()
+        for connection in alice:
+            connection.close()
+
+
+def test_a_result_over_the_cap_fails_with_the_reason_and_the_server_keeps_serving(served) -> None:
+    """4 MiB per result on the test server: 10,000 rows of 1,000 random characters (LZ4 leaves
+    about 6 bits of each) are 7 MiB or more; 1,000 rows of 100 are well under."""
+    with pytest.raises(OperationalError) as failure:
+        served.query("SELECT randstr(1000) AS s FROM range(0, 10000)")
+    message = failure.value.args[0].status.errorMessage
+    assert "is bigger than spark.driver.maxResultSize (4.0 MiB)" in message, message
+    rows = served.query("SELECT randstr(100) AS s FROM range(0, 1000)")
+    assert len(rows) == 1000 and all(len(s) == 100 for (s,) in rows)
+    assert served.process.poll() is None
+
+
 def test_time_travel_over_jdbc_returns_the_rows_before_the_backfill(served, demo) -> None:
     version = demo.before["gold.device_status"]
     old = served.query(f"SELECT device, event_id FROM gold.device_status VERSION AS OF {version}")

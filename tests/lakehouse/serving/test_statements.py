@@ -38,3 +38,15 @@ def test_engine_messages_lose_the_plan_and_the_java_frames() -> None:
 def test_a_result_without_columns_has_no_rows_to_show() -> None:
     assert not Result([], [], []).has_rows
     assert Result(["n"], [True], [(1,)]).has_rows
+
+
+def test_a_result_over_the_cap_says_the_cap_and_what_to_do() -> None:
+    spark = (
+        "org.apache.spark.SparkException: Job aborted due to stage failure: Total size of serialized "
+        "results of 3 tasks (4.2 MiB) is bigger than spark.driver.maxResultSize (4.0 MiB)\n"
+        "\tat org.apache.spark.scheduler.DAGScheduler.failJobAndIndependentStages(DAGScheduler.scala:2903)"
+    )
+    assert engine_message(spark) == (
+        "the result is larger than the 4.0 MiB a statement may return (4.2 MiB before the statement "
+        "was stopped; LAKEHOUSE_SQL_MAX_RESULT_MB): aggregate, filter or add a LIMIT"
+    )

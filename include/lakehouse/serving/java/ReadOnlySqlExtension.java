@@ -325,11 +325,20 @@ public final class ReadOnlySqlExtension extends AbstractFunction1<SparkSessionEx
   }
 
   /** {@code throw refused(...)}: an AnalysisException (checked in Java's eyes, so thrown sneakily). */
-  @SuppressWarnings("unchecked")
   static RuntimeException refused(String message) {
+    throw notAllowed(PREFIX + message);
+  }
+
+  /** {@code throw limited(...)}: refused for the server's limits (StatementLimit), not read-only. */
+  static RuntimeException limited(String message) {
+    throw notAllowed(message);
+  }
+
+  @SuppressWarnings("unchecked")
+  private static RuntimeException notAllowed(String message) {
     scala.collection.immutable.Map<String, String> params =
         (scala.collection.immutable.Map<String, String>)
-            scala.collection.immutable.Map$.MODULE$.<String, String>empty().updated("message", PREFIX + message);
+            scala.collection.immutable.Map$.MODULE$.<String, String>empty().updated("message", message);
     throw ReadOnlySqlExtension.<RuntimeException>sneaky(new AnalysisException("_LEGACY_ERROR_TEMP_0035", params));
   }
 
@@ -410,6 +419,7 @@ public final class ReadOnlySqlExtension extends AbstractFunction1<SparkSessionEx
     }
 
     private LogicalPlan guard(LogicalPlan plan) {
+      StatementLimit.enter(session); // every session, read-only or not
       if (readOnly()) {
         guardSettings();
         new ParsedCheck(settable).statement(plan);
