@@ -48,6 +48,9 @@ TEST_SPARK_CONF = {
     "spark.sql.adaptive.enabled": "false",
 }
 os.environ.setdefault("LAKEHOUSE_SPARK_CONF", json.dumps(TEST_SPARK_CONF))
+# Drivers at the suite's priority: niced, they would yield to the other worker's tests, and the
+# longest tests are the ones with drivers.
+os.environ.setdefault("LAKEHOUSE_DRIVER_NICE", "0")
 
 # `make test` runs the suite on two pytest-xdist workers (`-n 2 --dist loadgroup`): a test file
 # is one unit of work (its module fixtures are built once), and tests sharing an expensive

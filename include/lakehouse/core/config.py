@@ -126,6 +126,15 @@ class Settings(BaseSettings):
         "(`/lakehouse/metrics`) without an Airflow login; Prometheus sends it with "
         "`authorization: {credentials_file: ...}`. Unset: only Airflow logins may read it.",
     )
+    driver_nice: int = Field(
+        default=10,
+        ge=0,
+        le=19,
+        description="OS scheduling priority (nice) of the Spark drivers the platform starts (continuous "
+        "flows, scheduled runs, backfills, quality checks, maintenance): on a host they share with "
+        "Airflow, the cockpit or the SQL server, those stay responsive while the drivers take every "
+        "spare cycle. It costs the drivers nothing on an idle host; 0: the same priority as the rest.",
+    )
     driver_pool: str | None = Field(
         default=None,
         description="Airflow pool of the tasks that run a Spark driver (incremental runs, "
@@ -269,6 +278,7 @@ class Settings(BaseSettings):
             env["LAKEHOUSE_CONTROL_DIR"] = self.control_dir
         if self.driver_java_options:
             env["LAKEHOUSE_DRIVER_JAVA_OPTIONS"] = self.driver_java_options
+        env["LAKEHOUSE_DRIVER_NICE"] = str(self.driver_nice)
         if self.driver_pool:
             env["LAKEHOUSE_DRIVER_POOL"] = self.driver_pool
         if self.schedules_start:

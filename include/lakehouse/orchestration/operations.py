@@ -82,7 +82,7 @@ def spark_submit_launcher(settings: Settings, pipeline: Pipeline, conn_id: str |
         label = flows[0] if len(flows) == 1 else f"{len(flows)}-flows"
         spec = driver_spec(settings, f"lakehouse-{pipeline.name}-{label}", args)
         command, env = submit_command(spec, conn_id or SPARK_CONN_ID)
-        process, log_file = launch_detached(command, env, control.logs, label)
+        process, log_file = launch_detached(command, env, control.logs, label, spec.nice)
         log.info("spark-submit started for %s (pid %d), log %s", ", ".join(flows), process.pid, log_file)
         return LaunchedDriver(tuple(flows), process.pid, log_file, process.poll)
 

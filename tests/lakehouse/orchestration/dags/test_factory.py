@@ -258,3 +258,16 @@ def test_a_new_platform_starts_no_scheduled_driver_for_time_before_it(
     assert first_run(fresh["iot_backfill"]).data_interval.start == midnight  # the whole first day
     # the monitor still runs at once: it restarts the flows deployed before the platform stopped
     assert first_run(fresh["iot_stream_monitor"]).run_after <= datetime.now(UTC)
+
+
+def test_spark_driver_tasks_lower_their_priority_and_still_serialize(tmp_path: Path) -> None:
+    from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+    from airflow.serialization.serialized_objects import DagSerialization
+
+    built = factory.build_all(Settings(root=str(tmp_path / "lake"), driver_nice=10))
+    drivers = [t for d in built.values() for t in d.tasks if isinstance(t, SparkSubmitOperator)]
+    assert drivers and all(t.on_execute_callback for t in drivers)  # tests/test_submit.py: what it does
+    others = [t for d in built.values() for t in d.tasks if not isinstance(t, SparkSubmitOperator)]
+    assert not any(t.on_execute_callback for t in others), "Airflow's own tasks keep their priority"
+    for dag in built.values():
+        DagSerialization.to_dict(dag)  # what the DAG processor stores
