@@ -26,6 +26,10 @@ def test_a_detached_driver_runs_at_the_configured_priority(tmp_path: Path) -> No
             assert time.monotonic() < deadline, "nice did not exec the command"
             time.sleep(0.05)
         assert _niceness(process.pid) == 7
+        autogroup = Path(f"/proc/{process.pid}/autogroup")
+        if autogroup.exists():  # Linux with autogroups: the session's group is niced too
+            assert autogroup.read_text().split()[-2:] == ["nice", "7"], autogroup.read_text()
+            assert Path("/proc/self/autogroup").read_text().split()[-1] == "0", "not the caller's"
         assert os.getpgid(process.pid) == process.pid  # still a session of its own
     finally:
         process.kill()
