@@ -46,6 +46,15 @@ TEST_SPARK_CONF = {
     "spark.sql.codegen.wholeStage": "false",
     "spark.sql.codegen.factoryMode": "NO_CODEGEN",
     "spark.sql.adaptive.enabled": "false",
+    # A worker's session lives the whole run: keep what its status store retains for finished
+    # jobs small (the same four modules in one session: 750 MB live heap at the end instead of
+    # 970 MB, 277 s instead of 304 s).
+    "spark.ui.retainedJobs": "50",
+    "spark.ui.retainedStages": "50",
+    "spark.ui.retainedTasks": "2000",
+    "spark.sql.ui.retainedExecutions": "20",
+    "spark.sql.streaming.ui.retainedQueries": "10",
+    "spark.sql.streaming.ui.retainedProgressUpdates": "10",
 }
 os.environ.setdefault("LAKEHOUSE_SPARK_CONF", json.dumps(TEST_SPARK_CONF))
 # Drivers at the suite's priority: niced, they would yield to the other worker's tests, and the
