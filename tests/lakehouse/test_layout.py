@@ -31,10 +31,6 @@ TESTED_ELSEWHERE: dict[str, tuple[str, ...]] = {
     "monitoring.progress": ("lakehouse/test_bad_input.py", "lakehouse/monitoring/test_health.py"),
     # orchestration: the DAG factory and its spark-submit tasks, under real Airflow
     "orchestration.dags.kit": ("lakehouse/orchestration/dags/test_factory.py",),
-    "orchestration.submit": (
-        "lakehouse/orchestration/dags/test_factory.py",
-        "lakehouse/orchestration/dags/test_runs.py",
-    ),
     "plan.changes": ("lakehouse/writes/test_history.py", "pipelines/crm/test_pipeline.py"),
     "plan.generators": ("pipelines/iot/test_generator.py", "pipelines/crm/test_generator.py"),
     "platform.services": ("lakehouse/platform/test_embedded.py", "lakehouse/platform/test_stack.py"),
