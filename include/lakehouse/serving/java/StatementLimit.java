@@ -1,10 +1,9 @@
 package lakehouse.serving;
 
 import java.util.HashMap;
-import java.util.HashSet;
-import java.util.Iterator;
 import java.util.Map;
 import java.util.Set;
+import org.apache.spark.SparkConf;
 import org.apache.spark.SparkContext;
 import org.apache.spark.scheduler.SparkListener;
 import org.apache.spark.scheduler.SparkListenerEvent;
@@ -32,8 +31,7 @@ final class StatementLimit {
   private static final String ENDED_EVENTS_PACKAGE = "org.apache.spark.sql.hive.thriftserver.ui.SparkListenerThriftServerOperation";
   private static final Set<String> ENDED = Set.of("Finish", "Error", "Canceled", "Timeout", "Closed");
 
-  private static final Map<String, Set<String>> RUNNING = new HashMap<>(); // user -> statement ids
-  private static final Map<String, Running> BY_ID = new HashMap<>();
+  private static final Map<String, Running> RUNNING = new HashMap<>(); // statement id -> its user
   private static SparkContext listening; // the context whose listener bus reports ends
 
   private record Running(String user, long startedNanos) {}
@@ -42,65 +40,42 @@ final class StatementLimit {
 
   /** Count the statement being parsed on this thread, or refuse it when its user is at the limit. */
   static void enter(SparkSession session) {
-    SparkContext context = session.sparkContext();
-    int limit = context.getConf().getInt(KEY, 0);
-    String statement = context.getLocalProperty(JOB_GROUP);
     String user = CurrentUserContext.CURRENT_USER().get();
-    if (limit <= 0 || statement == null || user == null) {
+    SparkContext context = session.sparkContext();
+    String statement = context.getLocalProperty(JOB_GROUP);
+    if (statement == null || user == null) {
+      return; // not a Thrift statement: cheap, before any look at the (fixed) settings
+    }
+    SparkConf conf = context.conf();
+    int limit = conf.getInt(KEY, 0);
+    if (limit <= 0) {
       return;
     }
     synchronized (RUNNING) {
       listen(context);
-      if (BY_ID.containsKey(statement)) {
+      if (RUNNING.containsKey(statement)) {
         return; // parsed again within the same statement
       }
-      Set<String> mine = RUNNING.computeIfAbsent(user, u -> new HashSet<>());
-      expire(mine, context);
-      if (mine.size() >= limit) {
+      long timeoutSeconds = conf.getTimeAsSeconds(TIMEOUT_KEY, "0s");
+      if (timeoutSeconds > 0) {
+        long oldest = System.nanoTime() - (timeoutSeconds + 60) * 1_000_000_000L;
+        RUNNING.values().removeIf(r -> r.startedNanos() < oldest);
+      }
+      long mine = RUNNING.values().stream().filter(r -> r.user().equals(user)).count();
+      if (mine >= limit) {
         throw ReadOnlySqlExtension.limited(
-            "too many statements at once: " + user + " already runs " + mine.size() + " statement"
-                + (mine.size() == 1 ? "" : "s") + " on this server, the most one user may run at once "
+            "too many statements at once: " + user + " already runs " + mine + " statement"
+                + (mine == 1 ? "" : "s") + " on this server, the most one user may run at once "
                 + "(LAKEHOUSE_SQL_STATEMENTS_PER_USER); wait for one to finish or cancel it, then send "
                 + "this one again");
       }
-      mine.add(statement);
-      BY_ID.put(statement, new Running(user, System.nanoTime()));
-    }
-  }
-
-  /** How many statements of {@code user} are counted now (tests and diagnostics). */
-  static int running(String user) {
-    synchronized (RUNNING) {
-      Set<String> mine = RUNNING.get(user);
-      return mine == null ? 0 : mine.size();
+      RUNNING.put(statement, new Running(user, System.nanoTime()));
     }
   }
 
   private static void leave(String statement) {
     synchronized (RUNNING) {
-      Running running = BY_ID.remove(statement);
-      if (running != null) {
-        Set<String> mine = RUNNING.get(running.user());
-        mine.remove(statement);
-        if (mine.isEmpty()) {
-          RUNNING.remove(running.user());
-        }
-      }
-    }
-  }
-
-  private static void expire(Set<String> mine, SparkContext context) {
-    long timeoutSeconds = context.getConf().getTimeAsSeconds(TIMEOUT_KEY, "0s");
-    if (timeoutSeconds <= 0) {
-      return;
-    }
-    long oldest = System.nanoTime() - (timeoutSeconds + 60) * 1_000_000_000L;
-    for (Iterator<String> it = mine.iterator(); it.hasNext(); ) {
-      String statement = it.next();
-      if (BY_ID.get(statement).startedNanos() < oldest) {
-        it.remove();
-        BY_ID.remove(statement);
-      }
+      RUNNING.remove(statement);
     }
   }
 
