@@ -29,7 +29,10 @@ def test_a_detached_driver_runs_at_the_configured_priority(tmp_path: Path) -> No
         autogroup = Path(f"/proc/{process.pid}/autogroup")
         if autogroup.exists():  # Linux with autogroups: the session's group is niced too
             assert autogroup.read_text().split()[-2:] == ["nice", "7"], autogroup.read_text()
-            assert Path("/proc/self/autogroup").read_text().split()[-1] == "0", "not the caller's"
+            # The caller's group keeps its nice. The kernel prints nothing for the root group
+            # (a session that never called setsid, as in some CI containers).
+            caller = Path("/proc/self/autogroup").read_text().split()
+            assert caller[-1:] in ([], ["0"]), f"the caller's group was niced: {caller}"
         assert os.getpgid(process.pid) == process.pid  # still a session of its own
     finally:
         process.kill()
