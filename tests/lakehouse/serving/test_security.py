@@ -1,61 +1,46 @@
-"""Analysts read and never write: every statement that could change the lake, read a file of the
-server, or run code is refused over JDBC (PyHive and beeline) and in ``lakehouse sql``, with a
-clear message, and the lake is unchanged afterwards (table versions and files identical)."""
+"""Analysts read and never write. Every statement of ``attacks.py`` (writes, maintenance, DDL,
+code, files, function options, settings, names built at run time, statements hidden in CTEs and
+scripts) is refused over JDBC (PyHive and beeline) by both catalog modes of the server (in-memory,
+and a Hive metastore with password logins) and in ``lakehouse sql``, with the guard's message; the
+guard's analyzed-plan layer alone refuses all but what only its parser can see; and afterwards the
+lake (every file and table version) and the catalog (schemas, tables, views, functions) are as
+they were."""
 
 from __future__ import annotations
 
+import importlib.util
+import json
 import os
 import subprocess
 import sys
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
 from lakehouse.core.lake import Lake
-from lakehouse.serving.statements import engine_message
+from lakehouse.serving.engine import RemoteEngine
 from lakehouse.serving.tables import open_table
 
 pytestmark = pytest.mark.slow
 
-REFUSED = "read-only SQL"
-ATTACKS = {
-    "delete": "DELETE FROM silver.device_events",
-    "update": "UPDATE gold.device_status SET alert = true",
-    "merge": (
-        "MERGE INTO gold.device_status t USING gold.device_status s ON t.device = s.device "
-        "WHEN MATCHED THEN DELETE"
-    ),
-    "insert": "INSERT INTO silver.device_events SELECT * FROM silver.device_events",
-    "insert overwrite": "INSERT OVERWRITE TABLE gold.device_status SELECT * FROM gold.device_status LIMIT 0",
-    "overwrite a checkpoint": "INSERT OVERWRITE DIRECTORY '{lake}/checkpoints/iot' USING json SELECT 1 AS x",
-    "restore": "RESTORE TABLE gold.device_status TO VERSION AS OF 1",
-    "retention check off": "SET spark.databricks.delta.retentionDurationCheck.enabled = false",
-    "vacuum": "VACUUM silver.device_events RETAIN 0 HOURS",
-    "optimize": "OPTIMIZE silver.device_events",
-    "drop": "DROP TABLE gold.device_status",
-    "create": "CREATE TABLE default.planted (x INT) USING delta",
-    "alter": "ALTER TABLE gold.device_status SET TBLPROPERTIES ('delta.appendOnly' = 'true')",
-    "truncate": "TRUNCATE TABLE gold.device_status",
-    "a file as a table": "SELECT * FROM text.`/etc/passwd`",
-    "a table by path": "SELECT * FROM delta.`{lake}/tables/silver/device_events`",
-    "history by path": "DESCRIBE HISTORY '{lake}/tables/gold/device_status'",
-    "add jar": "ADD JAR /tmp/planted.jar",
-    "function from a jar": "CREATE FUNCTION planted AS 'org.apache.hadoop.hive.ql.udf.generic.GenericUDFReflect2'",
-    "reflect": "SELECT reflect('java.lang.System', 'getProperty', 'user.home')",
-    "java_method": "SELECT java_method('java.lang.System', 'exit', 1)",
-    "script transform": "SELECT TRANSFORM(device) USING 'cat' AS (d) FROM gold.device_status",
-    "cache": "CACHE TABLE gold.device_status",
-    "files back on": "SET spark.sql.runSQLOnFiles = true",
-    "every setting reset": "RESET",  # the guard's own session settings with them
-    "a guarded setting reset": "RESET spark.sql.runSQLOnFiles",
-    "variables substituted": "SET spark.sql.variable.substitute = true",
-    "a server file opened by an option": (
-        "SELECT from_xml('<a>1</a>', 'a INT', map('rowValidationXSDPath', '/etc/passwd'))"
-    ),
-    "a URL opened by an option": (
-        "SELECT from_xml('<a>1</a>', 'a INT', map('ROWVALIDATIONXSDPATH', 'http://127.0.0.1:1/x.xsd'))"
-    ),
-}
+ATTACKS_FILE = Path(__file__).with_name("attacks.py")
+
+
+def _load_attacks() -> ModuleType:
+    """``attacks.py``: the statements, shared with the subprocess that runs them in a Spark of its own."""
+    spec = importlib.util.spec_from_file_location("lakehouse_test_attacks", ATTACKS_FILE)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+attacks_module = _load_attacks()
+REFUSED = attacks_module.REFUSED
+ATTACKS = attacks_module.ATTACKS
+PASSWD = attacks_module.PASSWD
 # Spark would put the server's environment and JVM properties in place of these
 VARIABLES = ("${env:PATH}", "${env:HOME}", "${system:user.dir}", "${system:java.home}")
 READS = [
@@ -67,11 +52,13 @@ READS = [
     "DESCRIBE HISTORY gold.device_status",
     "EXPLAIN SELECT * FROM gold.device_status",
     "SET spark.sql.session.timeZone = UTC",
+    "SELECT count(*) FROM IDENTIFIER('gold.device_status')",
+    "SELECT count(*) FROM IDENTIFIER('gold' || '.device_status')",
 ]
 
 
 def attacks(lake: Lake) -> dict[str, str]:
-    return {name: sql.format(lake=lake.root) for name, sql in ATTACKS.items()}
+    return {name: attack.sql.format(lake=lake.root) for name, attack in ATTACKS.items()}
 
 
 def snapshot(lake: Lake) -> dict[str, object]:
@@ -85,25 +72,97 @@ def snapshot(lake: Lake) -> dict[str, object]:
     return {"versions": versions, "files": files}
 
 
-def test_jdbc_clients_can_read_and_nothing_else(served, demo) -> None:
-    before = snapshot(demo.lake)
-    for sql in READS:
-        served.query(sql)
-    refused = {}
-    for name, sql in attacks(demo.lake).items():
-        with pytest.raises(Exception) as caught:
-            served.query(sql)
-        refused[name] = engine_message(str(caught.value))
-    assert {name: REFUSED in message for name, message in refused.items()} == dict.fromkeys(ATTACKS, True), (
-        refused
-    )
-    assert "file paths cannot be queried as tables" in refused["a file as a table"]
-    assert "reflect is not allowed" in refused["reflect"]
-    assert "RESET of every setting is not allowed" in refused["every setting reset"]
+def test_there_are_enough_attacks_of_every_family() -> None:
+    families = {attack.family for attack in ATTACKS.values()}
+    assert len(ATTACKS) >= 80
+    assert families >= {"writes", "DDL", "code", "files", "options", "settings", "built at run time",
+                        "hidden in CTEs and scripts"}  # fmt: skip
+    checked = [a for a in ATTACKS.values() if a.check_layer == attacks_module.CHECK]
+    assert len(checked) >= 80, "the analyzed-plan layer must be tested on most of them"
+    docs = (Path(__file__).parents[3] / "docs" / "query.md").read_text()
+    assert f"tries {len(ATTACKS)} attack statements" in docs, "docs/query.md says how many"
+
+
+def _engine(server) -> RemoteEngine:
+    user, password = server.credentials or ("analyst", None)
+    return RemoteEngine(server.host, server.port, user, password)
+
+
+@pytest.mark.parametrize("catalog_mode", ["in-memory", "metastore"])
+def test_jdbc_clients_can_read_and_nothing_else(catalog_mode: str, request, demo) -> None:
+    server = request.getfixturevalue("served" if catalog_mode == "in-memory" else "secured")
+    engine = _engine(server)
+    try:
+        before = snapshot(demo.lake), attacks_module.catalog(engine)
+        assert {"gold", "silver"} <= set(before[1]["schemas"]), before[1]
+        for sql in READS:
+            engine.execute(sql)
+        refused = {name: attacks_module.verdict(engine, sql) for name, sql in attacks(demo.lake).items()}
+        after = snapshot(demo.lake), attacks_module.catalog(engine)
+    finally:
+        engine.close()
+    not_refused = {name: message for name, message in refused.items() if REFUSED not in message}
+    assert not_refused == {}, f"{len(not_refused)} of {len(ATTACKS)} not refused by the guard"
+    by_sql = {ATTACKS[name].sql: message for name, message in refused.items()}
+    assert "file paths cannot be queried as tables" in by_sql[f"SELECT * FROM text.`{PASSWD}`"]
     assert (
-        "the option rowValidationXSDPath of from_xml is not allowed"
-        in refused["a server file opened by an option"]
+        "reflect is not allowed" in by_sql["SELECT reflect('java.lang.System', 'getProperty', 'user.home')"]
     )
+    assert "RESET of every setting is not allowed" in by_sql["RESET"]
+    xsd = f"SELECT from_xml('<a>1</a>', 'a INT', map('rowValidationXSDPath', '{PASSWD}'))"
+    assert "the option rowValidationXSDPath of from_xml is not allowed" in by_sql[xsd]
+    built = f"SELECT * FROM IDENTIFIER(concat('text.`', '{PASSWD}', '`'))"
+    assert "name tables with a constant string" in by_sql[built]
+    sql = attacks(demo.lake)
+    echoed = [
+        m
+        for n, m in refused.items()
+        if "\tat " in m or (demo.lake.root in m and demo.lake.root not in sql[n])
+    ]
+    assert echoed == [], "refusals echo stack traces or server paths the statement did not name"
+    assert after[0] == before[0], "the lake changed"
+    assert after[1] == before[1], "the catalog changed"
+
+
+def test_xml_entities_do_not_read_the_servers_files(served) -> None:
+    engine = _engine(served)
+    try:
+        answers = {
+            name: attacks_module.verdict(engine, sql) for name, sql in attacks_module.XML_ENTITIES.items()
+        }
+    finally:
+        engine.close()
+    assert not [a for a in answers.values() if attacks_module.PASSWD_LINE in a], answers
+
+
+def test_the_analyzed_plan_layer_alone_refuses_all_but_what_only_the_parser_sees(
+    demo, cli_env, tmp_path: Path
+) -> None:
+    """The guard without its parser (``-Dlakehouse.sql.readonly.layers=check``): a second line of
+    defence, so an attack the parser misses is still refused when it is analyzed."""
+    env = {
+        **cli_env,
+        "LAKEHOUSE_ROOT": demo.lake.root,
+        "LAKEHOUSE_DRIVER_JAVA_OPTIONS": "-Dlakehouse.sql.readonly.layers=check",
+        "PYTHONPATH": os.environ.get("PYTHONPATH", ""),
+    }
+    before = snapshot(demo.lake)
+    result = subprocess.run(
+        [sys.executable, str(ATTACKS_FILE)], input=json.dumps(attacks(demo.lake)),
+        env=env, capture_output=True, text=True, timeout=600, cwd=tmp_path,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    answer = json.loads(result.stdout)
+    verdicts = answer["verdicts"]
+    layer = {name: attack.check_layer for name, attack in ATTACKS.items()}
+    missed = {n: v for n, v in verdicts.items() if layer[n] == attacks_module.CHECK and REFUSED not in v}
+    assert missed == {}, f"{len(missed)} attacks passed the analyzed-plan layer"
+    ran = {n: v for n, v in verdicts.items() if layer[n] == attacks_module.SPARK and v.startswith("ran:")}
+    assert ran == {}, "statements Spark itself was expected to fail ran"
+    # the parser's alone: the layer really is alone here (a file is read without the parser)
+    by_sql = {ATTACKS[name].sql: message for name, message in verdicts.items()}
+    assert attacks_module.PASSWD_LINE in by_sql[f"SELECT * FROM text.`{PASSWD}`"]
+    assert answer["after"] == answer["before"], "the catalog changed"
     assert snapshot(demo.lake) == before, "the lake changed"
 
 

@@ -91,9 +91,21 @@ public final class ReadOnlySqlExtension extends AbstractFunction1<SparkSessionEx
     TRUSTED.add(session);
   }
 
-  /** True when this extension's parser is in the session (spark.sql.extensions took effect). */
+  /**
+   * True when this extension's parser is in the session (spark.sql.extensions took effect); with
+   * the analyzed-plan layer alone (tests), when the extension was applied at all.
+   */
   public static boolean isInstalled(SparkSession session) {
+    if (!layers().contains("parser")) {
+      return applied; // tests of the analyzed-plan layer alone: no parser to recognize
+    }
     return session.sessionState().sqlParser() instanceof GuardedParser;
+  }
+
+  private static volatile boolean applied;
+
+  private static String layers() {
+    return System.getProperty(LAYERS, "parser,check");
   }
 
   public static boolean isReadOnly(SparkSession session) {
@@ -108,13 +120,13 @@ public final class ReadOnlySqlExtension extends AbstractFunction1<SparkSessionEx
 
   @Override
   public BoxedUnit apply(SparkSessionExtensions extensions) {
-    String layers = System.getProperty(LAYERS, "parser,check");
-    if (layers.contains("parser")) {
+    if (layers().contains("parser")) {
       injectParser(extensions);
     }
-    if (layers.contains("check")) {
+    if (layers().contains("check")) {
       injectCheck(extensions);
     }
+    applied = true;
     return BoxedUnit.UNIT;
   }
 
@@ -576,11 +588,15 @@ public final class ReadOnlySqlExtension extends AbstractFunction1<SparkSessionEx
       } else if (plan instanceof UnresolvedIdentifier) {
         checkName(list(((UnresolvedIdentifier) plan).nameParts()), plan.simpleString(100));
       } else if (plan instanceof PlanWithUnresolvedIdentifier) {
+        // IDENTIFIER(<constant>): the name is checked like any other; a name computed from
+        // anything else would only be known after this check (and could be a file path)
         Expression id = ((PlanWithUnresolvedIdentifier) plan).identifierExpr();
-        if (id instanceof Literal && ((Literal) id).value() != null) {
-          String text = ((Literal) id).value().toString();
-          checkName(Arrays.asList(text.split("\\.")), text);
+        Object value = id.resolved() && id.foldable() ? id.eval(null) : null;
+        if (value == null) {
+          throw refused("IDENTIFIER(" + id.sql() + ") is not allowed: name tables with a constant "
+              + "string, e.g. IDENTIFIER('gold.device_status')");
         }
+        checkName(Arrays.asList(value.toString().split("\\.")), value.toString());
       } else if (plan instanceof UnresolvedTableValuedFunction) {
         UnresolvedTableValuedFunction f = (UnresolvedTableValuedFunction) plan;
         List<String> name = list(f.name());
