@@ -151,6 +151,11 @@ ATTACKS: dict[str, Attack] = {
         f"SELECT from_xml('<a>1</a>', 'a INT', map(concat('rowValidation', 'XSDPath'), '{PASSWD}'))",
         f"SELECT schema_of_xml('<a>1</a>', map('rowValidationXSDPath', '{PASSWD}'))",
         f"SELECT * FROM {T} WHERE from_xml('<a>1</a>', 'a INT', map('rowValidationXSDPath', '/etc')) IS NULL",
+        # (the Avro and Protobuf functions need packages this server does not load: Spark fails
+        # them before the check layer; the parser refuses them whether they are loaded or not)
+        ("SELECT from_avro(X'00', '\"int\"', map('avroSchemaUrl', 'http://127.0.0.1:1/x.avsc'))", SPARK),
+        (f"SELECT from_protobuf(X'00', 'Planted', '{PASSWD}')", SPARK),
+        ("SELECT to_protobuf(named_struct('a', 1), 'Planted', '/etc/hostname')", SPARK),
     ),
     **_family(
         "settings",

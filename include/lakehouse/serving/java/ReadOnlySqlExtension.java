@@ -32,11 +32,14 @@ import org.apache.spark.sql.catalyst.parser.ParseException;
 import org.apache.spark.sql.catalyst.parser.ParserInterface;
 import org.apache.spark.sql.catalyst.plans.logical.Command;
 import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan;
+import org.apache.spark.sql.catalyst.util.ArrayData;
+import org.apache.spark.sql.catalyst.util.MapData;
 import org.apache.spark.sql.execution.command.DescribeQueryCommand;
 import org.apache.spark.sql.execution.command.ExplainCommand;
 import org.apache.spark.sql.execution.command.ResetCommand;
 import org.apache.spark.sql.execution.command.SetCommand;
 import org.apache.spark.sql.internal.SQLConf;
+import org.apache.spark.sql.types.BinaryType;
 import org.apache.spark.sql.types.DataType;
 import org.apache.spark.sql.types.StructType;
 import scala.Function1;
@@ -235,6 +238,9 @@ public final class ReadOnlySqlExtension extends AbstractFunction1<SparkSessionEx
    */
   static final Set<String> DENIED_OPTIONS =
       new HashSet<>(Arrays.asList("rowvalidationxsdpath", "avroschemaurl"));
+
+  /** Functions whose third argument, unless a binary descriptor, names a file the server reads. */
+  static final Set<String> DESCRIPTOR_FILE_FUNCTIONS = new HashSet<>(Arrays.asList("from_protobuf", "to_protobuf"));
 
   /** Analyzed commands allowed at the root (v1 forms for the session catalog, v2 forms otherwise). */
   static final Set<String> ANALYZED_COMMANDS =
@@ -649,6 +655,24 @@ public final class ReadOnlySqlExtension extends AbstractFunction1<SparkSessionEx
         if (DENIED_FUNCTIONS.contains(fn)) {
           throw refused("the function " + fn + " is not allowed (it calls Java methods)");
         }
+        List<Expression> args = CollectionConverters.asJava(((UnresolvedFunction) e).arguments());
+        for (Expression arg : args) { // map('avroSchemaUrl', ...) as an options argument
+          if (arg instanceof UnresolvedFunction && arg.children().size() % 2 == 0) {
+            List<Expression> entries = CollectionConverters.asJava(arg.children());
+            for (int i = 0; i < entries.size(); i += 2) {
+              Object key = entries.get(i) instanceof Literal ? ((Literal) entries.get(i)).value() : null;
+              if (key != null && DENIED_OPTIONS.contains(key.toString().toLowerCase(Locale.ROOT))) {
+                throw refused("the option " + key + " of " + fn + " is not allowed (it makes the server "
+                    + "open a file or URL)");
+              }
+            }
+          }
+        }
+        if (DESCRIPTOR_FILE_FUNCTIONS.contains(fn) && args.size() > 2
+            && !(args.get(2) instanceof Literal && ((Literal) args.get(2)).dataType() instanceof BinaryType)) {
+          throw refused(fn + " with a descriptor file is not allowed (the server would read the file); "
+              + "pass the descriptor as binary");
+        }
       }
       fields(e); // children, and the plans of subqueries
     }
@@ -659,7 +683,15 @@ public final class ReadOnlySqlExtension extends AbstractFunction1<SparkSessionEx
     List<String> keys = new ArrayList<>();
     try {
       Object options = e.getClass().getMethod("options").invoke(e);
-      if (options instanceof scala.collection.Map) {
+      if (options instanceof Expression && ((Expression) options).foldable()) { // from_avro: map(...)
+        Object map = ((Expression) options).eval(null);
+        if (map instanceof MapData) {
+          ArrayData names = ((MapData) map).keyArray();
+          for (int i = 0; i < names.numElements(); i++) {
+            keys.add(String.valueOf(names.getUTF8String(i)));
+          }
+        }
+      } else if (options instanceof scala.collection.Map) {
         scala.collection.Iterator<?> it = ((scala.collection.Map<?, ?>) options).keysIterator();
         while (it.hasNext()) {
           keys.add(String.valueOf(it.next()));
