@@ -34,6 +34,11 @@ CHROMIUM_ARGS = [
 ]  # fmt: skip
 
 
+# Playwright's assertions wait 5 s by default, not the page's timeout: on a loaded 2-core machine
+# Airflow's UI took longer than that to render a reloaded run page (CI, 2026-11-27).
+EXPECT_TIMEOUT_MS = 60_000
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -208,6 +213,8 @@ def test_trigger_over_the_rest_api_as_the_readme_shows(platform) -> None:
 def test_a_browser_triggers_a_backfill_with_params_and_sees_it_succeed(platform) -> None:
     from playwright.sync_api import expect, sync_playwright
 
+    expect.set_options(timeout=EXPECT_TIMEOUT_MS)
+
     running, _, _ = platform
     assert CHROMIUM.exists(), "Debian's chromium is missing: run `make browser` (apt-get install chromium)"
     today = datetime.now(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
@@ -279,6 +286,8 @@ def test_the_cockpit_deploys_a_flow_sees_it_healthy_with_charts_and_stops_it(pla
     "deploy all" from the page, bronze turns healthy and its charts fill, stop it from the page
     (the other flows run on: the next test stops them with ``make down``)."""
     from playwright.sync_api import expect, sync_playwright
+
+    expect.set_options(timeout=EXPECT_TIMEOUT_MS)
 
     running, _, _ = platform
     flow = "bronze.device_events"
