@@ -107,6 +107,21 @@ def kafka_jars() -> Path:
     return KAFKA_JARS
 
 
+def format_kafka_storage(properties: Path, cluster_id: str) -> None:
+    """Format the KRaft log directories of ``properties`` for a new cluster ``cluster_id``."""
+    # `--cluster-id=ID`, not `-t ID`: a random id starting with "-" (1 in 64) is otherwise read by
+    # Kafka's argument parser as an option, and the format fails
+    formatted = subprocess.run(
+        ["java", "-cp", f"{kafka_jars()}/*", "kafka.tools.StorageTool", "format",
+         f"--cluster-id={cluster_id}", "-c", str(properties), "--standalone"],
+        capture_output=True, text=True,
+    )  # fmt: skip
+    if formatted.returncode != 0:
+        raise SystemExit(
+            f"formatting Kafka's storage for {properties} failed: {formatted.stderr or formatted.stdout}"
+        )
+
+
 def postgres_bin() -> Path:
     """Directory of PostgreSQL's server binaries; installs Debian's package when there is none."""
 
@@ -267,12 +282,9 @@ class Stack(Platform):
             )
         )
         if not (home / "data" / "meta.properties").exists():
-            cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
-            subprocess.run(
-                ["java", "-cp", f"{KAFKA_JARS}/*", "kafka.tools.StorageTool", "format",
-                 "-t", cluster_id, "-c", str(properties), "--standalone"],
-                check=True, capture_output=True, text=True,
-            )  # fmt: skip
+            format_kafka_storage(
+                properties, base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+            )
 
     def _prepare_postgres(self) -> None:
         data = self.dir / "postgres"
