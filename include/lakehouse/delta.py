@@ -368,6 +368,11 @@ def vacuum(spark: SparkSession, path: str, retention_hours: float) -> None:
         DeltaTable.forPath(spark, path).vacuum(retention_hours)
 
 
+def row_count(spark: SparkSession, path: str) -> int:
+    """The table's rows (Delta answers from its file statistics); 0 while it does not exist."""
+    return spark.read.format("delta").load(path).count() if exists(spark, path) else 0
+
+
 def rows_written(spark: SparkSession, path: str) -> int:
     """Rows the table's last commit wrote, from Delta's operation metrics."""
     metrics = DeltaTable.forPath(spark, path).history(1).collect()[0]["operationMetrics"] or {}

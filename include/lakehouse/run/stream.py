@@ -65,11 +65,13 @@ class FlowRun:
     flow: str
     query_id: str
     batches: int = 0
+    data_batches: int = 0  # batches that read input (not the ones that only moved the watermark)
     input_rows: int = 0
     dropped_late: int = 0
     duplicates: int = 0
     exception: str | None = None
     batch_ids: list[int] = field(default_factory=list)
+    seconds: float = 0.0  # wall time of an incremental run, query start to end
 
     def absorb(self, query: StreamingQuery) -> None:
         for progress in query.recentProgress:
@@ -77,6 +79,7 @@ class FlowRun:
                 continue
             self.batch_ids.append(progress.batchId)
             self.batches += 1
+            self.data_batches += progress.numInputRows > 0
             self.input_rows += progress.numInputRows
             for state in progress.stateOperators:
                 self.dropped_late += state.numRowsDroppedByWatermark
@@ -260,6 +263,7 @@ class StreamRunner:
         """availableNow runs, one flow after the other in dependency order."""
         runs = []
         for table in tables:
+            started = time.monotonic()
             query = self.start(table, Trigger("incremental"))
             run = FlowRun(table.name, str(query.id))
             try:
@@ -268,6 +272,7 @@ class StreamRunner:
                 run.exception = str(exc)
             run.absorb(query)
             self.recorder.wait_terminated(run.query_id, timeout=30)
+            run.seconds = time.monotonic() - started
             runs.append(run)
             if run.exception:
                 raise FlowFailed(f"{self.pipeline.name}.{table.name} failed: {run.exception}")
