@@ -10,6 +10,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+from attrs import evolve
 from pyspark.testing import assertDataFrameEqual
 
 from lakehouse.core.config import Settings
@@ -131,7 +132,13 @@ def test_a_first_backfill_computes_never_streamed_flows_once_and_gives_the_batch
 
     settings = Settings(root=lake.root, spark_master="local[2]", shuffle_partitions=2)
     names = ["bronze.device_events", "silver.device_events", "gold.device_type_stats"]  # with dedup, windows
-    wave(iot_landing, 0)
+    bronze = iot.table(names[0])
+    one_file_a_batch = evolve(bronze, source=evolve(bronze.source, max_files_per_trigger=1))
+    iot = evolve(iot, tables=[one_file_a_batch if t.name == bronze.name else t for t in iot.tables])
+    generate(
+        iot_landing, events=250, files=3, seed=40, start=START, end=START + timedelta(minutes=20),
+        late_fraction=0.1, write_registry=True, unregistered_fraction=0.03,
+    )  # fmt: skip  # three files, each a batch of its own in a stream: events late across them
     batched = Lake(str(tmp_path / "batched"))
     for part in ("landing", "reference"):
         shutil.copytree(Path(lake.root) / part, Path(batched.root) / part)
@@ -151,11 +158,12 @@ def test_a_first_backfill_computes_never_streamed_flows_once_and_gives_the_batch
     }
 
     # streamed now: a backfill recomputes its slice (and leaves the rows as they were)
-    bronze = "bronze.device_events"
-    before = read(lake, bronze).count()
-    [step] = coordination.backfill(spark, settings, iot, Slice(START, START + timedelta(hours=1)), [bronze])
+    before = read(lake, bronze.name).count()
+    [step] = coordination.backfill(
+        spark, settings, iot, Slice(START, START + timedelta(hours=1)), [bronze.name]
+    )
     assert step.slice == Slice(START, START + timedelta(hours=1)) and step.rows_written == before
-    assert len(data_commits_of_backfills(spark, lake.table(bronze))) == 1
+    assert len(data_commits_of_backfills(spark, lake.table(bronze.name))) == 1
 
 
 def test_only_new_flows_read_in_one_batch_below_no_recomputed_upstream_count_as_computed(

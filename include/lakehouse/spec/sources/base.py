@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, ClassVar
 
-from attrs import frozen
+from attrs import evolve, frozen
 
 from lakehouse.spec.durations import SpecError
 
@@ -67,6 +67,7 @@ def ddl_columns(ddl: str) -> tuple[Column, ...]:
 
 
 DEBEZIUM_SOURCE = "lsn BIGINT, ts_ms BIGINT"
+UNLIMITED_FILES = 2**31 - 1  # maxFilesPerTrigger is an int: no limit
 
 
 def debezium_schema(row: str, source: str = DEBEZIUM_SOURCE) -> str:
@@ -111,6 +112,12 @@ class Source:
         """This source as a deployment runs it (a Kafka source without brokers takes these)."""
         return self
 
+    def unlimited(self) -> Source:
+        """This source without its per-micro-batch rate limit: a new flow's first catch-up reads
+        all its input in one batch (a limit is a read option, not kept in the checkpoint, so
+        later runs keep theirs). A kind with a limit overrides it."""
+        return self
+
     def check_schema(self) -> None:
         """A declaration error unless ``schema`` names at least one column."""
         if not ddl_columns(self.schema):
@@ -128,6 +135,9 @@ class LandingFiles(Source):
 
     def landing_folder(self, table: str) -> str | None:
         return self.path or table
+
+    def unlimited(self) -> Source:
+        return evolve(self, max_files_per_trigger=UNLIMITED_FILES)
 
     def check_files(self) -> None:
         self.check_schema()

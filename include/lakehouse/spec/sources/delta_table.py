@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from attrs import frozen
+from attrs import evolve, frozen
 
 from lakehouse.spec.durations import SpecError
-from lakehouse.spec.sources.base import Source
+from lakehouse.spec.sources.base import UNLIMITED_FILES, Source
 
 # What bronze keeps of each change when it reads a table's change data feed.
 CHANGE_COLUMNS = ("_change_type", "_commit_version", "_commit_timestamp")
@@ -36,6 +36,9 @@ class DeltaTable(Source):
     change_data_feed: bool | None = None
     starting_version: int = 0
     max_files_per_trigger: int = 1000
+
+    def unlimited(self) -> DeltaTable:
+        return evolve(self, max_files_per_trigger=UNLIMITED_FILES)
 
     def __attrs_post_init__(self) -> None:
         self.check_schema()

@@ -63,3 +63,6 @@ class KafkaTopic(Source):
         if self.bootstrap_servers is None and kafka_servers:
             return evolve(self, bootstrap_servers=kafka_servers)
         return self
+
+    def unlimited(self) -> KafkaTopic:
+        return evolve(self, max_offsets_per_trigger=None)
