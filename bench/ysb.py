@@ -9,8 +9,10 @@ events (``--files`` hourly files, read one file per micro-batch as a stream catc
 - throughput, in two regimes (many small batches: ``--files`` files; large files: ``--throughput-
   events`` in ``--throughput-files``): the ``ysb`` platform pipeline (``bench/benchpipelines/ysb``,
   discovered only here) run as streams to completion (availableNow), against the same three
-  queries written by hand in plain PySpark; and one ``lakehouse.run.batch.backfill`` of the day
-  against the same layers written by hand as batch jobs: landing rows per second per core, ratios;
+  queries written by hand in plain PySpark; and one ``lakehouse.run.batch.backfill`` of the day,
+  and one as users run it (``lakehouse backfill``: coordinated with the streams, on a lake whose
+  flows never streamed), against the same layers written by hand as batch jobs: landing rows per
+  second per core, ratios;
 - freshness in continuous mode: a probe event written to the landing zone until its campaign's
   window is visible in gold through the three layers, p50 and p95, for the platform and for the
   hand-written queries (the floor of this machine).
@@ -229,6 +231,18 @@ def run_backfill(spark: SparkSession, lake: Lake) -> float:
     return time.perf_counter() - began
 
 
+def run_user_backfill(spark: SparkSession, lake: Lake) -> float:
+    """The backfill as users run it (``lakehouse backfill``, the backfill DAG): coordinated with
+    the streams (leases, catch-up, cut), on a lake whose flows never streamed."""
+    from lakehouse.core.config import Settings
+    from lakehouse.run.coordination import backfill
+    from lakehouse.slices import Slice
+
+    began = time.perf_counter()
+    backfill(spark, Settings(root=lake.root), pipeline(), Slice(DAY, DAY + timedelta(days=1)))
+    return time.perf_counter() - began
+
+
 def gold_views(spark: SparkSession, path: str) -> int:
     return int(spark.read.format("delta").load(path).agg({"views": "sum"}).collect()[0][0] or 0)
 
@@ -301,7 +315,8 @@ def regime(spark: SparkSession, work: Path, events: int, files: int) -> dict[str
     backfill and the hand-written batch jobs. Rows per second per core, ratios, gold's answer."""
     source = Lake(str(work / "source"))
     land_day(source, events, files)
-    lakes = {name: Lake(str(work / name)) for name in ("platform", "plain", "backfill", "plain-batch")}
+    names = ("platform", "plain", "backfill", "user-backfill", "plain-batch")
+    lakes = {name: Lake(str(work / name)) for name in names}
     for lake in lakes.values():
         copy_landing(source, lake)
     print(f"{events:,} events in {files} files: streams ...", flush=True)
@@ -310,6 +325,7 @@ def regime(spark: SparkSession, work: Path, events: int, files: int) -> dict[str
     print(f"{events:,} events in {files} files: backfill and batch jobs ...", flush=True)
     plain_batch_s = run_plain_batch(spark, Path(lakes["plain-batch"].root))
     backfill_s = run_backfill(spark, lakes["backfill"])
+    user_backfill_s = run_user_backfill(spark, lakes["user-backfill"])
     rate = lambda seconds: round(events / seconds / CORES, 1)  # noqa: E731
     return {
         "events": events,
@@ -325,10 +341,14 @@ def regime(spark: SparkSession, work: Path, events: int, files: int) -> dict[str
         "plain_batch_rows_per_s_per_core": rate(plain_batch_s),
         "backfill_ratio": round(plain_batch_s / backfill_s, 3),
         "backfill_speedup_vs_replay": round(platform_s / backfill_s, 2),
+        "user_backfill_seconds": round(user_backfill_s, 2),
+        "user_backfill_rows_per_s_per_core": rate(user_backfill_s),
+        "user_backfill_ratio": round(plain_batch_s / user_backfill_s, 3),
         "gold_views": {
             "platform": gold_views(spark, lakes["platform"].table("gold.campaign_windows")),
             "plain_spark": gold_views(spark, str(Path(lakes["plain"].root) / "tables" / "gold")),
             "backfill": gold_views(spark, lakes["backfill"].table("gold.campaign_windows")),
+            "user_backfill": gold_views(spark, lakes["user-backfill"].table("gold.campaign_windows")),
             "plain_batch": gold_views(spark, str(Path(lakes["plain-batch"].root) / "batch-tables" / "gold")),
         },
     }
@@ -390,6 +410,7 @@ def chart(results: dict[str, Any], path: Path) -> None:
         ("platform_rows_per_s_per_core", "platform stream", "#1f77b4"),
         ("plain_batch_rows_per_s_per_core", "plain batch", "#bbb"),
         ("backfill_rows_per_s_per_core", "platform backfill", "#2ca02c"),
+        ("user_backfill_rows_per_s_per_core", "lakehouse backfill (coordinated)", "#98df8a"),
     ]
     width = 0.8 / len(kinds)
     for k, (key, label, color) in enumerate(kinds):
@@ -397,6 +418,7 @@ def chart(results: dict[str, Any], path: Path) -> None:
                  width, label=label, color=color)  # fmt: skip
     ticks = [
         f"{name}\n{f['events']:,} events\nstream {f['ratio']:.2f}, batch {f['backfill_ratio']:.2f}"
+        f" / {f['user_backfill_ratio']:.2f}"
         for name, f in regimes
     ]
     left.set_xticks([r + 0.4 - width / 2 for r in range(len(regimes))], ticks)
