@@ -178,10 +178,12 @@ def backfill(
         model_version=model_version,
     )
     view = RichTable(title=f"{pipeline}: backfill {slice_.label}", title_justify="left")
-    for column in ("table", "slice", "rows written", "seconds"):
+    for column in ("table", "slice", "rows written", "seconds", "of which"):
         view.add_column(column)
     for step in steps:
-        view.add_row(step.table, step.slice.label, f"{step.rows_written:,}", f"{step.seconds:.1f}")
+        view.add_row(
+            step.table, step.slice.label, f"{step.rows_written:,}", f"{step.seconds:.1f}", step.phases_label
+        )
     console.print(view)
 
 

@@ -18,7 +18,7 @@ import logging
 import time
 import uuid
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from lakehouse import delta
@@ -50,6 +50,14 @@ class BackfillStep:
     slice: Slice
     rows_written: int
     seconds: float
+    # where the seconds went, as a micro-batch's (``lakehouse.monitoring.progress.PHASES``):
+    # plan, guard (the shrink guard's counts), compute (read, parse, transform: apart only when
+    # a gate caches the rows; else Spark runs them inside the write), gate, write
+    phases: Mapping[str, float] = field(default_factory=dict)
+
+    @property
+    def phases_label(self) -> str:
+        return ", ".join(f"{phase} {seconds:.1f}" for phase, seconds in self.phases.items())
 
 
 def plan(
@@ -109,13 +117,21 @@ def recompute(
 
         cut = (cuts or {}).get(table.name, EVERYTHING)
 
+        phases: dict[str, float] = {}
+
         def attempt(
             table: Table = table, table_slice: Slice = table_slice,
             writer: TableWriter = writer, gate: QualityGate | None = gate, cut: Cut = cut,
+            phases: dict[str, float] = phases,
         ) -> None:  # fmt: skip
+            phases.clear()  # the phases of the attempt that committed
+            planning = time.perf_counter()
             with _computed(spark, lake, pipeline, table, table_slice, cut, model_version) as df:
                 created = writer.ensure(df)
-                _write_slice(writer, gate, df, table_slice, allow_shrink=allow_shrink, created=created)
+                phases["plan"] = time.perf_counter() - planning
+                phases.update(
+                    _write_slice(writer, gate, df, table_slice, allow_shrink=allow_shrink, created=created)
+                )
 
         # A stream writing the same table concurrently makes the commit conflict: recompute
         # from the inputs as they are now (they hold what the stream wrote), then commit again.
@@ -129,14 +145,15 @@ def recompute(
             steps.append(BackfillStep(table.name, table_slice, 0, time.monotonic() - started))
             continue
         rows = delta.rows_written(spark, writer.path)
-        step = BackfillStep(table.name, table_slice, rows, time.monotonic() - started)
+        step = BackfillStep(table.name, table_slice, rows, time.monotonic() - started, dict(phases))
         log.info(
-            "backfill %d/%d %s: %s rows in %.1f s",
+            "backfill %d/%d %s: %s rows in %.1f s (%s)",
             number,
             len(work),
             table.name,
             f"{step.rows_written:,}",
             step.seconds,
+            step.phases_label,
         )
         steps.append(step)
     return steps
@@ -145,14 +162,23 @@ def recompute(
 def _write_slice(
     writer: TableWriter, gate: QualityGate | None, df: DataFrame, slice_: Slice, *, allow_shrink: bool,
     created: bool = False,
-) -> None:  # fmt: skip
+) -> dict[str, float]:  # fmt: skip
     """Check the slice does not shrink, judge its rows (when the table declares expectations),
-    then commit them.
+    then commit them; returns the seconds of each phase.
 
     Rows are cached only for a gate (its counts, the quarantine and the table write read them):
     without one the write computes them once, and the shrink guard's count, needed only when
     the slice holds rows, reads just what counting needs (no parse, no transform output)."""
     origin = Origin("backfill", str(uuid.uuid4()), slice=slice_)
+    phases: dict[str, float] = {}
+    clock = time.perf_counter()
+
+    def lap(phase: str) -> None:
+        nonlocal clock
+        now = time.perf_counter()
+        phases[phase] = now - clock
+        clock = now
+
     if gate is not None:
         df.persist()
     try:
@@ -168,11 +194,18 @@ def _write_slice(
                     "transform or expectation that now drops rows?). Nothing was written; to "
                     "replace the slice anyway, run the backfill again with --allow-shrink"
                 )
+        lap("guard")
+        if gate is not None:
+            df.count()  # fills the cache the gate's counts and the writes read: timed on its own
+            lap("compute")
         verdict = gate.judge(df, origin) if gate is not None else Verdict(df, None)
+        lap("gate")
         writer.write_slice(verdict.kept, verdict.rejected, origin)
+        lap("write")
     finally:
         if gate is not None:
             df.unpersist()
+    return phases
 
 
 @contextmanager

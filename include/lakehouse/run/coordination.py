@@ -112,7 +112,13 @@ def backfill(
                 model_version=model_version,
             )
             steps += [
-                BackfillStep(n, ALL_TIME, delta.row_count(spark, lake.table(n)), runs[n].seconds)
+                BackfillStep(
+                    n,
+                    ALL_TIME,
+                    delta.row_count(spark, lake.table(n)),
+                    runs[n].seconds,
+                    {"catch-up": runs[n].seconds},
+                )
                 for n in whole
             ]
         finally:

@@ -56,6 +56,9 @@ def test_backfill_replaces_exactly_its_slice_and_twice_is_once(
 
     steps = backfill(spark, streamed, iot, SLICE, ["silver.device_events"])
     assert [s.table for s in steps] == ["silver.device_events"]
+    # where its time went, phase by phase (silver has a gate: its rows are computed apart)
+    assert list(steps[0].phases) == ["plan", "guard", "compute", "gate", "write"]
+    assert sum(steps[0].phases.values()) <= steps[0].seconds and "compute" in steps[0].phases_label
     once = snapshot(spark, silver())
     assertDataFrameEqual(once.where(IN_SLICE), truth.where(IN_SLICE), checkRowOrder=False)  # repaired
     assertDataFrameEqual(
