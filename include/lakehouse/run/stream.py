@@ -26,6 +26,7 @@ from lakehouse.monitoring.listener import ProgressRecorder
 from lakehouse.monitoring.progress import BATCH_TIMINGS, ProgressLog, query_name
 from lakehouse.plan.flow import build, upstream_changes
 from lakehouse.quality.gate import QualityGate, Verdict
+from lakehouse.run import failures
 from lakehouse.sources import Bronze, reader_for
 from lakehouse.state.checkpoints import Checkpoint
 from lakehouse.writes import FAILED, Origin, TableWriter
@@ -232,6 +233,11 @@ class StreamRunner:
         sink.bind(str(query.id))
         return query
 
+    def _explained(self, flow: str, error: str) -> str:
+        """A failed query's error, with what to do when its cause is known (``failures``)."""
+        checkpoint = self.lake.checkpoint(self.pipeline.name, flow)
+        return failures.explain(self.pipeline.name, flow, checkpoint, self.lake.table(flow), error)
+
     def _source_accounting(self, table: Table) -> Callable[[DataFrame, int], DataFrame] | None:
         """Each micro-batch's accounting of its source's input, if its kind keeps one (landing
         files: lines too long to read, files gone before they were read)."""
@@ -269,7 +275,7 @@ class StreamRunner:
             try:
                 query.awaitTermination()
             except Exception as exc:
-                run.exception = str(exc)
+                run.exception = self._explained(table.name, str(exc))
             run.absorb(query)
             self.recorder.wait_terminated(run.query_id, timeout=30)
             run.seconds = time.monotonic() - started
@@ -330,8 +336,13 @@ class StreamRunner:
                 for name, query in list(queries.items()):
                     if not query.isActive:
                         error = query.exception()
-                        runs[name].exception = str(error) if error else None
-                        log.log(logging.ERROR if error else logging.INFO, "%s ended: %s", name, error)
+                        runs[name].exception = self._explained(name, str(error)) if error else None
+                        log.log(
+                            logging.ERROR if error else logging.INFO,
+                            "%s ended: %s",
+                            name,
+                            runs[name].exception,
+                        )
                         ended.append(name)
                     elif signals.stop_requested(name):
                         log.info("%s: stopping after its running micro-batch", name)

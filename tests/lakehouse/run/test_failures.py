@@ -1,0 +1,88 @@
+"""A flow whose stateful operators changed after it ran says what happened and what to do, not
+Spark's stack trace and its advice to turn the state schema check off."""
+
+from __future__ import annotations
+
+import shutil
+from collections import Counter
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from attrs import evolve
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from lakehouse.core.config import Settings
+from lakehouse.core.lake import Lake
+from lakehouse.plan.generators import Landing
+from lakehouse.run import coordination
+from lakehouse.run.failures import explain
+from lakehouse.run.stream import FlowFailed, StreamRunner
+from lakehouse.slices import ALL_TIME
+from lakehouse.spec import Pipeline
+from pipelines.iot.generator import generate
+
+START = datetime(2026, 1, 1, tzinfo=UTC)
+STATS = "gold.device_type_stats"
+
+
+def stats_per_type_and_device(events: DataFrame) -> DataFrame:
+    """The iot gold aggregate with one more key, as a user's change of it would add one."""
+    window = F.window("event_time", "10 minutes", "5 minutes")
+    return (
+        events.groupBy(window.alias("window"), "device_type", "device")
+        .agg(F.count("*").alias("events"), F.avg("signal").alias("avg_signal"),
+             F.min("signal").alias("min_signal"), F.max("signal").alias("max_signal"))
+        .select(F.col("window.start").alias("window_start"), F.col("window.end").alias("window_end"),
+                "device_type", "device", "events", "avg_signal", "min_signal", "max_signal")
+    )  # fmt: skip
+
+
+def test_errors_without_a_known_cause_pass_unchanged_and_state_errors_say_what_to_do() -> None:
+    assert explain("p", "gold.t", "/c", "/t", "boom: something else") == "boom: something else"
+    error = "[STATE_STORE_KEY_SCHEMA_NOT_COMPATIBLE] Provided key schema ..."
+    said = explain("p", "gold.t", "/lake/c", "/lake/t", error)
+    assert "STATE_STORE_KEY_SCHEMA_NOT_COMPATIBLE" in said and "/lake/c.before-change" in said
+    assert "/lake/t.before-change" in said and "lakehouse backfill p --flow gold.t --full-refresh" in said
+
+
+@pytest.mark.slow
+def test_a_re_keyed_aggregate_fails_with_what_to_do(
+    spark, read, lake: Lake, iot: Pipeline, iot_landing: Landing
+) -> None:
+    generate(
+        iot_landing, events=120, seed=3, start=START, end=START + timedelta(minutes=20), write_registry=True
+    )
+    flows = iot.select(["bronze.device_events", "silver.device_events", STATS])
+    with StreamRunner(spark, lake, iot) as runner:
+        runner.run_incremental(flows)
+    stats = iot.table(STATS)
+    rekeyed = evolve(
+        stats,
+        transform=stats_per_type_and_device,
+        write=evolve(stats.write, group_by=["device_type", "device"]),
+        checks=[],
+    )
+    changed = evolve(iot, tables=[rekeyed if t.name == STATS else t for t in iot.tables])
+    generate(iot_landing, events=60, seed=4, start=START + timedelta(minutes=20),
+             end=START + timedelta(minutes=30), file_prefix="later")  # fmt: skip
+    with StreamRunner(spark, lake, changed) as runner, pytest.raises(FlowFailed) as failed:
+        runner.run_incremental(changed.select(["bronze.device_events", "silver.device_events", STATS]))
+    message = str(failed.value)
+    assert "stateful operators changed" in message, message[:2000]
+    assert lake.checkpoint("iot", STATS) in message
+    assert f"lakehouse backfill iot --flow {STATS} --full-refresh" in message
+
+    # what it says to do works: the checkpoint and the table aside, the table rebuilt
+    for path in (lake.checkpoint("iot", STATS), lake.table(STATS)):
+        shutil.move(path, f"{path}.before-change")
+    settings = Settings(root=lake.root, spark_master="local[2]", shuffle_partitions=2)
+    [step] = coordination.backfill(spark, settings, changed, ALL_TIME, [STATS])
+    assert "catch-up" in step.phases, "computed once, as a new flow"
+    expected: Counter[tuple[datetime, str, str]] = Counter()  # sliding windows counted by hand
+    for event in read(lake, "silver.device_events").collect():
+        latest = event.event_time.replace(minute=event.event_time.minute // 5 * 5, second=0, microsecond=0)
+        for start in (latest, latest - timedelta(minutes=5)):
+            expected[(start, event.device_type, event.device)] += 1
+    rebuilt = {(r.window_start, r.device_type, r.device): r.events for r in read(lake, STATS).collect()}
+    assert rebuilt == dict(expected)
