@@ -19,6 +19,7 @@ from lakehouse.plan.changes import normalize
 from lakehouse.slices import ALL_TIME, Slice, input_slice
 from lakehouse.sources import EVERYTHING, PARSE_ERROR, Bronze, Cut, read_lookup, reader_for
 from lakehouse.spec import Pipeline, SpecError, Table, Upstream
+from lakehouse.spec.sources.base import UNLIMITED_FILES
 
 if TYPE_CHECKING:
     from lakehouse.core.lake import Lake
@@ -43,14 +44,19 @@ def read_upstream(
     *,
     streaming: bool,
     slice_: Slice,
+    unlimited: bool = False,
 ) -> DataFrame:
-    """An upstream Delta table as ``table``'s input: parse errors out, watermark on."""
+    """An upstream Delta table as ``table``'s input: parse errors out, watermark on (a stream
+    ``unlimited``: all of the table in its first micro-batch, not 1,000 files at a time)."""
     source = pipeline.table(upstream.table)
     path = lake.table(source.name)
     if streaming:
         # Backfills rewrite upstream slices; the stream skips those commits and the backfill
         # cascades downstream itself, so nothing is counted twice.
-        df = spark.readStream.format("delta").option("skipChangeCommits", "true").load(path)
+        reader = spark.readStream.format("delta").option("skipChangeCommits", "true")
+        if unlimited:
+            reader = reader.option("maxFilesPerTrigger", UNLIMITED_FILES)
+        df = reader.load(path)
     else:
         df = spark.read.format("delta").load(path)
     if not slice_.is_full:  # a backfill (streaming only when it replays a stateful flow)
@@ -93,10 +99,13 @@ def build(
     streaming: bool,
     slice_: Slice = ALL_TIME,
     cut: Cut = EVERYTHING,
+    unlimited: bool = False,
 ) -> DataFrame:
     """The rows ``table``'s flow writes: the same plan for a stream and for a backfill (a
     backfill's bronze reads only the ``cut`` of its source that the stream consumed). For a table
-    scored by a model: its upstream's rows, which the runners score batch by batch.
+    scored by a model: its upstream's rows, which the runners score batch by batch. A stream
+    ``unlimited`` reads without its inputs' rate limits (a new flow's first catch-up: all its
+    input in one micro-batch; the limits are read options, which later runs keep).
 
     A stream leaves its source's per-batch accounting (e.g. of landing files) to its micro-batches
     (``SourceReader.micro_batches``, in ``foreachBatch``); a batch does it here."""
@@ -107,7 +116,8 @@ def build(
             "it with lakehouse.run.batch.backfill, which replays it as a bounded stream"
         )
     if table.source is not None:
-        source, bronze = reader_for(table.source), Bronze(spark, lake, pipeline, table)
+        declared = table.source.unlimited() if unlimited and streaming else table.source
+        source, bronze = reader_for(declared), Bronze(spark, lake, pipeline, table)
         df = source.read(bronze, streaming=streaming, cut=cut)
         if not streaming:
             df = source.account(bronze, df, cut)
@@ -120,14 +130,18 @@ def build(
         return df
     if table.applies_changes:  # every change: a slice's keys are recomputed from all of theirs
         (upstream,) = table.upstreams
-        changes = read_upstream(spark, lake, pipeline, table, upstream, streaming=streaming, slice_=ALL_TIME)
+        changes = read_upstream(
+            spark, lake, pipeline, table, upstream, streaming=streaming, slice_=ALL_TIME, unlimited=unlimited
+        )
         changes = normalize(changes, table)
         if table.transform is not None:
             changes = purity.call(registry.resolve(pipeline, table.transform), changes, table=table.name)
         return changes
     if table.model is not None:  # scored per batch with the model in force (lakehouse.models.scoring)
         (upstream,) = table.upstreams
-        return read_upstream(spark, lake, pipeline, table, upstream, streaming=streaming, slice_=slice_)
+        return read_upstream(
+            spark, lake, pipeline, table, upstream, streaming=streaming, slice_=slice_, unlimited=unlimited
+        )
     if table.recomputes and streaming:
         raise SpecError(
             f"{table.name!r} is recomputed from its upstreams as a batch whenever they change: its "
@@ -136,7 +150,14 @@ def build(
     whole = table.recomputes  # a recomputed table's transform may read any row of its upstreams
     inputs = [
         read_upstream(
-            spark, lake, pipeline, table, up, streaming=streaming, slice_=ALL_TIME if whole else slice_
+            spark,
+            lake,
+            pipeline,
+            table,
+            up,
+            streaming=streaming,
+            slice_=ALL_TIME if whole else slice_,
+            unlimited=unlimited,
         )
         for up in table.upstreams
     ]

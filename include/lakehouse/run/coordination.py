@@ -25,10 +25,10 @@ starts from nothing, and when it reads all its input in one micro-batch (and its
 backfill were computed so too), it has written what the backfill would write: within one batch
 nothing is late, so a stream gives what a batch gives (the stream = batch property the tests
 hold), and what is still open in its state is left to the stream either way. Such a table is not
-recomputed. Its catch-up reads without its source's rate limit (``max_files_per_trigger``, ...:
-a read option, which later runs from the checkpoint keep); a flow that still needed several
-batches (an upstream table of more than 1,000 files), or whose rows a backfill would score with
-another model version, is recomputed as any other.
+recomputed. Its catch-up reads without its inputs' rate limits (the source's
+``max_files_per_trigger``, ..., an upstream table's 1,000 files per batch: read options, which
+later runs from the checkpoint keep); a flow that still needed several batches, or whose rows a
+backfill would score with another model version, is recomputed as any other.
 """
 
 from __future__ import annotations
@@ -38,8 +38,6 @@ import threading
 import time
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
-
-from attrs import evolve
 
 from lakehouse import delta
 from lakehouse.core.errors import OperationFailed
@@ -94,8 +92,7 @@ def backfill(
             }
             log.info("catching up %d stream(s) before the backfill: %s", len(tables), _names(tables))
             with StreamRunner(spark, lake, pipeline) as runner:
-                caught_up = [unlimited(t) if t.name in new else t for t in tables]
-                runs = {run.flow: run for run in runner.run_incremental(caught_up)}
+                runs = {run.flow: run for run in runner.run_incremental(tables, unlimited=new)}
             if keeper.lost.is_set():
                 raise OperationFailed(f"{pipeline.name}: the backfill lost its leases; nothing was written")
             whole = computed_whole(tables, new, runs, model_version)
@@ -124,13 +121,6 @@ def backfill(
         finally:
             keeper.close()
     return sorted(steps, key=lambda step: names.index(step.table))
-
-
-def unlimited(table: Table) -> Table:
-    """``table`` reading all of its source in one micro-batch (its source's rate limit lifted)."""
-    if table.source is None:
-        return table
-    return evolve(table, source=(table.source.unlimited(), *table.sources[1:]))
 
 
 def computed_whole(

@@ -32,7 +32,7 @@ from lakehouse.state.checkpoints import Checkpoint
 from lakehouse.writes import FAILED, Origin, TableWriter
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Sequence
+    from collections.abc import Callable, Collection, Sequence
 
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.streaming import StreamingQuery
@@ -194,8 +194,9 @@ class StreamRunner:
     def __exit__(self, *_: object) -> None:
         self.close()
 
-    def start(self, table: Table, trigger: Trigger) -> StreamingQuery:
-        """Start ``table``'s flow; its output table exists once this returns."""
+    def start(self, table: Table, trigger: Trigger, *, unlimited: bool = False) -> StreamingQuery:
+        """Start ``table``'s flow; its output table exists once this returns (``unlimited``:
+        without its inputs' rate limits, see ``build``)."""
         writer = TableWriter(self.lake, table)
         gate = QualityGate.for_table(self.lake, self.pipeline, table)
         if table.recomputes:  # its upstreams' commits trigger it; each batch recomputes it
@@ -207,14 +208,14 @@ class StreamRunner:
             writer.ensure(recompute(df, -1))
             sink = FlowSink(writer, gate, recompute, recomputed=True)
         elif table.model is not None:  # each batch scored with the model version in force
-            df = build(self.spark, self.lake, self.pipeline, table, streaming=True)
+            df = build(self.spark, self.lake, self.pipeline, table, streaming=True, unlimited=unlimited)
             scoring = ScoredFlow(self.spark, self.lake, self.pipeline, table)
             with contextlib.suppress(ModelUnavailable):  # else the first scored batch creates it
                 writer.ensure(scoring.apply(df, scoring.load()))
             checkpoint = self.lake.checkpoint(self.pipeline.name, table.name)
             sink = FlowSink(writer, gate, scoring.micro_batch(checkpoint), scored=scoring.model)
         else:
-            df = build(self.spark, self.lake, self.pipeline, table, streaming=True)
+            df = build(self.spark, self.lake, self.pipeline, table, streaming=True, unlimited=unlimited)
             source = reader_for(table.source) if table.source is not None else None
             writer.ensure(df.drop(*source.working_columns) if source is not None else df)
             accounting = self._source_accounting(table)
@@ -265,12 +266,13 @@ class StreamRunner:
 
         return prepare
 
-    def run_incremental(self, tables: Sequence[Table]) -> list[FlowRun]:
-        """availableNow runs, one flow after the other in dependency order."""
+    def run_incremental(self, tables: Sequence[Table], unlimited: Collection[str] = ()) -> list[FlowRun]:
+        """availableNow runs, one flow after the other in dependency order (the flows named in
+        ``unlimited`` without their inputs' rate limits)."""
         runs = []
         for table in tables:
             started = time.monotonic()
-            query = self.start(table, Trigger("incremental"))
+            query = self.start(table, Trigger("incremental"), unlimited=table.name in unlimited)
             run = FlowRun(table.name, str(query.id))
             try:
                 query.awaitTermination()
