@@ -1,4 +1,4 @@
-"""``lakehouse deploy / stop / health``: the stream DAGs' operations from a shell.
+"""``lakehouse plan / deploy / stop / health``: the stream DAGs' operations from a shell.
 
 Each command calls exactly what the corresponding Airflow task calls
 (:mod:`lakehouse.orchestration.operations`). Drivers are submitted through the Airflow
@@ -108,4 +108,50 @@ def health(
         raise typer.Exit(1)
 
 
-commands(app, deploy, stop, health)
+def plan(
+    pipeline: PipelineArgument,
+    flow: FlowOption = None,
+    as_json: Annotated[bool, typer.Option("--json", help="One JSON object per flow, in a list.")] = False,
+) -> None:
+    """What deploying the pipeline's current code does to each flow, before it runs.
+
+    Per flow: new, unchanged, compatible (restarts on its checkpoint with the new code) or
+    incompatible with its checkpoint (which rule: a stateful operator added, removed or re-keyed,
+    the watermark, window or source changed, a column retyped), what it needs, and the table's
+    column changes. Reads the lake and analyzes the new plans; starts no stream.
+    """
+    import json
+
+    from rich.table import Table as RichTable
+
+    from lakehouse.core.lake import Lake
+    from lakehouse.plan.compatibility import plan as plan_flows  # deferred: Spark
+    from lakehouse.state.session import spark_session
+
+    conf = settings()
+    spec = load_pipeline(pipeline)
+    flows = split(flow)
+    spec.select(flows)  # unknown flow names fail before Spark starts
+    spark = spark_session(conf, app_name=f"lakehouse-{pipeline}-plan")
+    plans = plan_flows(spark, Lake.from_settings(conf), spec, flows)
+    if as_json:
+        print(json.dumps([p.to_dict() for p in plans], indent=2))
+        return
+    view = RichTable(title=f"{pipeline}: plan", title_justify="left", show_lines=True)
+    for column in ("flow", "plan", "code version", "why", "columns", "needs"):
+        view.add_column(column, overflow="fold")
+    styles = {"incompatible": "bold red", "compatible": "yellow", "new": "cyan"}
+    for p in plans:
+        version = (
+            p.code_version
+            if p.deployed_version in (None, p.code_version)
+            else (f"{p.deployed_version} -> {p.code_version}")
+        )
+        status = f"[{styles[p.status]}]{p.status}[/]" if p.status in styles else p.status
+        view.add_row(
+            p.flow, status, version, "\n".join(p.reasons) or "-", "\n".join(p.columns) or "-", p.needs
+        )
+    console.print(view)
+
+
+commands(app, deploy, stop, health, plan)

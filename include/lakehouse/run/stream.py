@@ -24,6 +24,7 @@ from lakehouse.models.scoring import ScoredFlow
 from lakehouse.models.store import ModelUnavailable
 from lakehouse.monitoring.listener import ProgressRecorder
 from lakehouse.monitoring.progress import BATCH_TIMINGS, ProgressLog, query_name
+from lakehouse.plan import compatibility
 from lakehouse.plan.flow import build, upstream_changes
 from lakehouse.quality.gate import QualityGate, Verdict
 from lakehouse.run import failures
@@ -100,8 +101,12 @@ class FlowSink:
         recomputed: bool = False,
         scored: Model | None = None,
         prepare_materializes: bool = False,
+        on_first_commit: Callable[[], None] | None = None,
     ) -> None:
         self.writer = writer
+        # Once the first micro-batch of this run committed: the code that wrote it is recorded
+        # (a query whose new code fails before its first commit leaves the old record).
+        self.on_first_commit = on_first_commit
         self.gate = gate
         # Steps that need the whole micro-batch (landing accounting), that compute the rows from
         # the tables whenever the batch says they changed (``recomputed``: kept in memory for the
@@ -157,6 +162,7 @@ class FlowSink:
                     phases["gate"] = 0.0  # nothing to judge: every row waits for a model version
                     phases.update(self.writer.write_batch(None, batch.withColumn(FAILED, reason), origin))
                     BATCH_TIMINGS.record(self._query_id, batch_id, phases)
+                    self._committed()
                     return
                 if self.recomputed:
                     rows = rows.persist()
@@ -168,10 +174,16 @@ class FlowSink:
             lap("gate")
             phases.update(self.writer.write_batch(verdict.kept, verdict.rejected, origin))
             BATCH_TIMINGS.record(self._query_id, batch_id, phases)
+            self._committed()
         finally:
             batch.unpersist()
             if rows is not batch:  # recomputed or scored rows, cached for the gate and the write
                 rows.unpersist()
+
+    def _committed(self) -> None:
+        if self.on_first_commit is not None:
+            record, self.on_first_commit = self.on_first_commit, None
+            record()
 
 
 class StreamRunner:
@@ -205,25 +217,33 @@ class StreamRunner:
                 return build(self.spark, self.lake, self.pipeline, table, streaming=False)
 
             df = upstream_changes(self.spark, self.lake, self.pipeline, table)
-            writer.ensure(recompute(df, -1))
+            rows = recompute(df, -1)
+            writer.ensure(rows)
             sink = FlowSink(writer, gate, recompute, recomputed=True)
         elif table.model is not None:  # each batch scored with the model version in force
-            df = build(self.spark, self.lake, self.pipeline, table, streaming=True, unlimited=unlimited)
+            df = rows = build(
+                self.spark, self.lake, self.pipeline, table, streaming=True, unlimited=unlimited
+            )
             scoring = ScoredFlow(self.spark, self.lake, self.pipeline, table)
             with contextlib.suppress(ModelUnavailable):  # else the first scored batch creates it
                 writer.ensure(scoring.apply(df, scoring.load()))
             checkpoint = self.lake.checkpoint(self.pipeline.name, table.name)
             sink = FlowSink(writer, gate, scoring.micro_batch(checkpoint), scored=scoring.model)
         else:
-            df = build(self.spark, self.lake, self.pipeline, table, streaming=True, unlimited=unlimited)
+            df = rows = build(
+                self.spark, self.lake, self.pipeline, table, streaming=True, unlimited=unlimited
+            )
             source = reader_for(table.source) if table.source is not None else None
             writer.ensure(df.drop(*source.working_columns) if source is not None else df)
             accounting = self._source_accounting(table)
             sink = FlowSink(writer, gate, accounting, prepare_materializes=accounting is not None)
+        checkpoint = self.lake.checkpoint(self.pipeline.name, table.name)
+        shape = compatibility.shape_of(self.pipeline, table, rows)
+        sink.on_first_commit = lambda: compatibility.record(self.spark, checkpoint, shape)
         stream = (
             df.writeStream.queryName(query_name(self.pipeline.name, table.name))
             .outputMode(table.output_mode)
-            .option("checkpointLocation", self.lake.checkpoint(self.pipeline.name, table.name))
+            .option("checkpointLocation", checkpoint)
             .foreachBatch(sink)
         )
         if trigger.mode == "incremental":

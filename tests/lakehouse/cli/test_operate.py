@@ -36,7 +36,7 @@ def invoke(*args: str) -> tuple[int, str]:
     return result.exit_code, " ".join(result.output.split())
 
 
-@pytest.mark.parametrize("command", ["deploy", "stop", "health"])
+@pytest.mark.parametrize("command", ["deploy", "stop", "health", "plan"])
 def test_help(command: str) -> None:
     code, output = invoke(command, "--help")
     assert code == 0 and "Usage" in output and "--flow" in output

@@ -3,6 +3,7 @@ Spark's stack trace and its advice to turn the state schema check off."""
 
 from __future__ import annotations
 
+import json
 import shutil
 from collections import Counter
 from datetime import UTC, datetime, timedelta
@@ -11,9 +12,12 @@ import pytest
 from attrs import evolve
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
+from typer.testing import CliRunner
 
-from lakehouse.core.config import Settings
+from lakehouse.cli import app
+from lakehouse.core.config import Settings, settings
 from lakehouse.core.lake import Lake
+from lakehouse.plan.compatibility import plan
 from lakehouse.plan.generators import Landing
 from lakehouse.run import coordination
 from lakehouse.run.failures import explain
@@ -38,6 +42,13 @@ def stats_per_type_and_device(events: DataFrame) -> DataFrame:
     )  # fmt: skip
 
 
+def stats_of_counted_windows(events: DataFrame) -> DataFrame:
+    """A fix of the iot gold transform that keeps its aggregate: the same state, new code."""
+    from pipelines.iot.transforms import device_type_stats
+
+    return device_type_stats(events).where("events > 0")
+
+
 def test_errors_without_a_known_cause_pass_unchanged_and_state_errors_say_what_to_do() -> None:
     assert explain("p", "gold.t", "/c", "/t", "boom: something else") == "boom: something else"
     error = "[STATE_STORE_KEY_SCHEMA_NOT_COMPATIBLE] Provided key schema ..."
@@ -47,8 +58,8 @@ def test_errors_without_a_known_cause_pass_unchanged_and_state_errors_say_what_t
 
 
 @pytest.mark.slow
-def test_a_re_keyed_aggregate_fails_with_what_to_do(
-    spark, read, lake: Lake, iot: Pipeline, iot_landing: Landing
+def test_plan_tells_a_re_keyed_aggregate_from_a_fix_and_a_re_keyed_one_fails_with_what_to_do(
+    spark, read, lake: Lake, iot: Pipeline, iot_landing: Landing, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     generate(
         iot_landing, events=120, seed=3, start=START, end=START + timedelta(minutes=20), write_registry=True
@@ -64,6 +75,24 @@ def test_a_re_keyed_aggregate_fails_with_what_to_do(
         checks=[],
     )
     changed = evolve(iot, tables=[rekeyed if t.name == STATS else t for t in iot.tables])
+    fixed = evolve(stats, transform=stats_of_counted_windows)
+    fix = evolve(iot, tables=[fixed if t.name == STATS else t for t in iot.tables])
+    planned = ["bronze.device_events", "silver.device_events", STATS, "gold.device_status"]
+
+    def statuses(pipeline: Pipeline) -> dict[str, str]:
+        return {p.flow: p.status for p in plan(spark, lake, pipeline, planned)}
+
+    unchanged = {"bronze.device_events": "unchanged", "silver.device_events": "unchanged"}
+    assert statuses(iot) == {**unchanged, STATS: "unchanged", "gold.device_status": "new"}
+    assert statuses(fix) == {**unchanged, STATS: "compatible", "gold.device_status": "new"}
+    [rekeyed_plan] = plan(spark, lake, changed, [STATS])
+    assert rekeyed_plan.status == "incompatible", rekeyed_plan
+    assert rekeyed_plan.reasons == (
+        "aggregate re-keyed: (window: struct<start:timestamp,end:timestamp>, device_type: string) -> "
+        "(window: struct<start:timestamp,end:timestamp>, device_type: string, device: string)",
+    )
+    assert "added device: string" in rekeyed_plan.columns
+    assert rekeyed_plan.deployed_version == plan(spark, lake, iot, [STATS])[0].code_version
     generate(iot_landing, events=60, seed=4, start=START + timedelta(minutes=20),
              end=START + timedelta(minutes=30), file_prefix="later")  # fmt: skip
     with StreamRunner(spark, lake, changed) as runner, pytest.raises(FlowFailed) as failed:
@@ -72,12 +101,13 @@ def test_a_re_keyed_aggregate_fails_with_what_to_do(
     assert "stateful operators changed" in message, message[:2000]
     assert lake.checkpoint("iot", STATS) in message
     assert f"lakehouse backfill iot --flow {STATS} --full-refresh" in message
+    assert plan(spark, lake, changed, [STATS])[0].status == "incompatible", "the failed run recorded nothing"
 
     # what it says to do works: the checkpoint and the table aside, the table rebuilt
     for path in (lake.checkpoint("iot", STATS), lake.table(STATS)):
         shutil.move(path, f"{path}.before-change")
-    settings = Settings(root=lake.root, spark_master="local[2]", shuffle_partitions=2)
-    [step] = coordination.backfill(spark, settings, changed, ALL_TIME, [STATS])
+    conf = Settings(root=lake.root, spark_master="local[2]", shuffle_partitions=2)
+    [step] = coordination.backfill(spark, conf, changed, ALL_TIME, [STATS])
     assert "catch-up" in step.phases, "computed once, as a new flow"
     expected: Counter[tuple[datetime, str, str]] = Counter()  # sliding windows counted by hand
     for event in read(lake, "silver.device_events").collect():
@@ -86,3 +116,17 @@ def test_a_re_keyed_aggregate_fails_with_what_to_do(
             expected[(start, event.device_type, event.device)] += 1
     rebuilt = {(r.window_start, r.device_type, r.device): r.events for r in read(lake, STATS).collect()}
     assert rebuilt == dict(expected)
+    assert plan(spark, lake, changed, [STATS])[0].status == "unchanged", "the rebuild recorded its code"
+
+    # the command, on the declared pipeline: going back to the deployed key is a change of state too
+    monkeypatch.setenv("LAKEHOUSE_ROOT", lake.root)
+    settings.cache_clear()
+    try:
+        result = CliRunner().invoke(app, ["plan", "iot", "--flow", STATS, "--json"])
+        table = CliRunner().invoke(app, ["plan", "iot", "--flow", STATS], env={"COLUMNS": "200"})
+    finally:
+        settings.cache_clear()
+    assert result.exit_code == 0, result.output
+    [back] = json.loads(result.output)
+    assert back["status"] == "incompatible" and back["reasons"][0].startswith("aggregate re-keyed: "), back
+    assert table.exit_code == 0 and "incompatible" in table.output and "aggregate re-keyed" in table.output
