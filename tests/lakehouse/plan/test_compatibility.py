@@ -67,10 +67,14 @@ def test_each_change_of_state_is_incompatible_and_says_which_rule() -> None:
         "watermark changed: event_time 10 minutes -> event_time 1 hour"
     ]
     assert reasons(window="1 hour") == ["window changed: 10 minutes sliding by 5 minutes -> 1 hour"]
-    assert reasons(inputs=("kafka:iot.events",)) == ["source changed: silver.device_events -> kafka:iot.events"]
+    assert reasons(inputs=("kafka:iot.events",)) == [
+        "source changed: silver.device_events -> kafka:iot.events"
+    ]
 
     plan = judge("iot", "gold.t", DEPLOYED, replace(DEPLOYED, window="1 hour"), checkpoint=True, table=TABLE)
-    assert plan.status == "incompatible" and plan.reasons == ("window changed: 10 minutes sliding by 5 minutes -> 1 hour",)
+    assert plan.status == "incompatible" and plan.reasons == (
+        "window changed: 10 minutes sliding by 5 minutes -> 1 hour",
+    )
     assert "lakehouse backfill iot --flow gold.t --full-refresh" in plan.needs
 
 
