@@ -1,4 +1,5 @@
-"""``lakehouse run / backfill``: a pipeline's flows as streams, or a slice of them as a batch.
+"""``lakehouse run / backfill / reset``: a pipeline's flows as streams, a slice of them as a
+batch, or flows started over with new code.
 
 Both run in this process, as a Spark driver (Airflow submits the same commands with
 ``spark-submit``, see ``jobs/driver.py``).
@@ -11,7 +12,7 @@ import signal
 import threading
 from datetime import datetime
 from enum import StrEnum
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.table import Table as RichTable
@@ -24,13 +25,17 @@ from lakehouse.cli.kit import (
     console,
     load_pipeline,
     split,
+    use_platform_airflow_home,
 )
 from lakehouse.core.config import settings
 from lakehouse.core.lake import Lake
 from lakehouse.core.times import utc
-from lakehouse.slices import Slice
+from lakehouse.slices import ALL_TIME, Slice
 from lakehouse.state.control import DriverSignals, FlowControl, LeaseHeld, LeaseKeeper
 from lakehouse.state.session import spark_session
+
+if TYPE_CHECKING:
+    from lakehouse.run.batch import BackfillStep
 
 app = typer.Typer()
 
@@ -177,7 +182,11 @@ def backfill(
         allow_shrink=allow_shrink,
         model_version=model_version,
     )
-    view = RichTable(title=f"{pipeline}: backfill {slice_.label}", title_justify="left")
+    print_steps(f"{pipeline}: backfill {slice_.label}", steps)
+
+
+def print_steps(title: str, steps: list[BackfillStep]) -> None:
+    view = RichTable(title=title, title_justify="left")
     for column in ("table", "slice", "rows written", "seconds", "of which"):
         view.add_column(column)
     for step in steps:
@@ -187,4 +196,59 @@ def backfill(
     console.print(view)
 
 
-commands(app, run, backfill)
+def reset(
+    pipeline: PipelineArgument,
+    flow: Annotated[list[str], typer.Option("--flow", "-f", help="Table to reset (repeatable).")],
+    downstream: Annotated[
+        bool, typer.Option(help="Also reset the tables that read it (needed when they have checkpoints).")
+    ] = False,
+    timeout: Annotated[float, typer.Option(min=1, help="Seconds to wait for running flows to stop.")] = 300,
+) -> None:
+    """Start flows over with their current code, while the pipeline's other flows keep running.
+
+    For a change `lakehouse plan` calls incompatible with a flow's checkpoint (a re-keyed
+    aggregate, another window, watermark or source): stops the flows, moves their checkpoints and
+    tables to <root>/archive/<UTC time>/, computes each once over all of its input with the new
+    code (a backfill: new checkpoints, same exactly-once and quality gate), and deploys again
+    the ones that were deployed.
+    """
+    spec = load_pipeline(pipeline)
+    flows = split(flow)
+    names = [t.name for t in spec.select(flows)]
+    if downstream:
+        names += [t.name for n in list(names) for t in spec.downstream(n) if t.name not in names]
+    conf = settings()
+    control = FlowControl.of(conf, pipeline)
+    deployed = {n: d for n in names if (d := control.deployment(n)) is not None}
+    if deployed or any(control.running(n) for n in names):
+        use_platform_airflow_home()
+        from lakehouse.orchestration import operations  # deferred: Airflow takes seconds
+
+        for name, message in operations.stop(conf, spec, names, timeout=timeout).items():
+            console.print(f"{name}: {message}", highlight=False)
+    from lakehouse.run.coordination import backfill as run_backfill  # deferred: Spark
+
+    spark = spark_session(conf, app_name=f"lakehouse-{pipeline}-reset")
+    try:
+        steps = run_backfill(spark, conf, spec, ALL_TIME, flows, downstream=downstream, reset=True)
+    except Exception:
+        if deployed:
+            console.print(
+                f"the reset failed: {', '.join(deployed)} stay stopped; deploy them once it is fixed"
+            )
+        raise
+    print_steps(f"{pipeline}: reset of {', '.join(names)}", steps)
+    if deployed:
+        from lakehouse.orchestration import operations  # deferred: Airflow takes seconds
+        from lakehouse.orchestration.submit import SPARK_CONN_ID, ensure_connection
+
+        ensure_connection(SPARK_CONN_ID, default_master=conf.spark_master or "local[*]")
+        launcher = operations.spark_submit_launcher(conf, spec)
+        interval = next(iter(deployed.values())).interval
+        for name, message in operations.deploy(
+            conf, spec, list(deployed), launcher, interval=interval
+        ).items():
+            console.print(f"{name}: {message}", highlight=False)
+
+
+commands(app, run, backfill, reset)

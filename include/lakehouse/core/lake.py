@@ -7,6 +7,7 @@
 <root>/checkpoints/<pipeline>/<table>/  one streaming checkpoint per flow, never shared
 <root>/control/<pipeline>/              driver leases, stop requests, driver logs (see control.py)
 <root>/scratch/<pipeline>/<table>/<run>/ throwaway work of one run (stateful backfill replays)
+<root>/archive/<UTC time>/...          what a reset moved aside: the same layout, a lake of its own
 ```
 """
 
@@ -46,6 +47,11 @@ class Lake:
 
     def reference(self, pipeline: str, name: str) -> str:
         return self._join("reference", pipeline, name)
+
+    def archive(self, stamp: str) -> Lake:
+        """Where a reset at ``stamp`` moves tables and checkpoints aside: a lake with the same
+        layout, outside this one's tables (no catalog or query sees them)."""
+        return Lake(self._join("archive", stamp))
 
     @property
     def tables_root(self) -> str:

@@ -327,11 +327,11 @@ def judge(
 
 
 def rebuild(pipeline: str, flow: str) -> str:
-    """What an incompatible flow needs (see ``lakehouse.run.failures``)."""
+    """What an incompatible flow needs."""
     return (
-        f"reset and rebuild: stop the flow, move its checkpoint and its table aside, then "
-        f"`lakehouse backfill {pipeline} --flow {flow} --full-refresh` computes it once on a new "
-        "checkpoint, over all of its input"
+        f"reset and rebuild over all of its input: `lakehouse reset {pipeline} --flow {flow} --downstream` "
+        "stops it and what reads it, archives their checkpoints and tables, computes them once with "
+        "the new code on new checkpoints, and deploys them again"
     )
 
 

@@ -36,7 +36,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from lakehouse import delta
@@ -46,6 +46,7 @@ from lakehouse.run.batch import BackfillStep, plan, recompute
 from lakehouse.run.stream import FlowRun, StreamRunner
 from lakehouse.slices import ALL_TIME, Slice
 from lakehouse.sources import Cut, reader_for
+from lakehouse.state import storage
 from lakehouse.state.checkpoints import Checkpoint
 from lakehouse.state.control import FlowControl, LeaseHeld, LeaseKeeper, PauseTimeout
 
@@ -73,16 +74,23 @@ def backfill(
     allow_shrink: bool = False,
     pause_timeout: float = PAUSE_TIMEOUT,
     model_version: int | None = None,
+    reset: bool = False,
 ) -> list[BackfillStep]:
     """Recompute ``slice_`` of ``flows`` (and their downstream) beside running streams (see the
-    module doc); backfills of one pipeline run one at a time."""
+    module doc); backfills of one pipeline run one at a time. ``reset``: the flows (stopped)
+    start over with their current code: their checkpoints and tables are moved to the lake's
+    archive, and each is computed once over all of its input (see :func:`archive`)."""
     lake = Lake.from_settings(settings)
     control = FlowControl.of(settings, pipeline.name)
-    work = plan(pipeline, flows, slice_, downstream=downstream)
+    work = plan(pipeline, flows, ALL_TIME if reset else slice_, downstream=downstream)
     names = [table.name for table, _ in work]
+    if reset:
+        refuse_reset(spark, lake, control, pipeline, names)
     with control.backfill_lock():
         keeper = take_over(control, names, settings.lease_ttl_seconds, pause_timeout)
         try:
+            if reset:
+                archive(spark, lake, pipeline, [t for t, _ in work])
             checkpoints = {t.name: Checkpoint(spark, lake.checkpoint(pipeline.name, t.name)) for t, _ in work}
             tables = [t for t, _ in work]
             new = {
@@ -121,6 +129,45 @@ def backfill(
         finally:
             keeper.close()
     return sorted(steps, key=lambda step: names.index(step.table))
+
+
+def refuse_reset(
+    spark: SparkSession, lake: Lake, control: FlowControl, pipeline: Pipeline, names: Sequence[str]
+) -> None:
+    """A reset needs its flows stopped (their drivers hold the old code) and takes what reads
+    them along (their checkpoints point into the tables it moves aside)."""
+    if running := [f"{n} ({lease.trigger} on {lease.host})" for n in names if (lease := control.running(n))]:
+        raise OperationFailed(
+            f"{pipeline.name}: cannot reset running flow(s) {', '.join(running)}: stop them first "
+            f"(`lakehouse stop {pipeline.name} --flow ...`; `lakehouse reset` stops and redeploys deployed flows)"
+        )
+    readers = {
+        t.name
+        for n in names
+        for t in pipeline.downstream(n)
+        if t.name not in names and Checkpoint(spark, lake.checkpoint(pipeline.name, t.name)).exists
+    }
+    if readers:
+        raise OperationFailed(
+            f"{pipeline.name}: {', '.join(sorted(readers))} read(s) the tables a reset of "
+            f"{', '.join(names)} moves aside, from checkpoints that point into them: reset them "
+            "too (--downstream)"
+        )
+
+
+def archive(spark: SparkSession, lake: Lake, pipeline: Pipeline, tables: Sequence[Table]) -> str:
+    """Move ``tables``' checkpoints and Delta tables (with their quarantines and change logs) to
+    ``<root>/archive/<UTC time>/``, same layout; returns the archive's root."""
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S")
+    aside = lake.archive(stamp)
+    for table in tables:
+        storage.move(
+            spark, lake.checkpoint(pipeline.name, table.name), aside.checkpoint(pipeline.name, table.name)
+        )
+        for name in (table.name, table.quarantine, *([table.changes] if table.applies_changes else [])):
+            storage.move(spark, lake.table(name), aside.table(name))
+    log.info("reset: moved the checkpoints and tables of %s to %s", _names(tables), aside.root)
+    return aside.root
 
 
 def computed_whole(

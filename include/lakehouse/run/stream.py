@@ -50,6 +50,11 @@ class FlowFailed(OperationFailed):
     """A streaming query stopped with an error; the message names the flow and the cause."""
 
 
+class FlowRefused(FlowFailed):
+    """A flow's new code cannot restart on its checkpoint (``lakehouse plan`` says why): it is
+    not started, rather than failing in Spark or silently mixing old and new state."""
+
+
 @dataclass(frozen=True)
 class Trigger:
     mode: TriggerMode
@@ -239,6 +244,7 @@ class StreamRunner:
             sink = FlowSink(writer, gate, accounting, prepare_materializes=accounting is not None)
         checkpoint = self.lake.checkpoint(self.pipeline.name, table.name)
         shape = compatibility.shape_of(self.pipeline, table, rows)
+        self._refuse_incompatible(table, checkpoint, shape)
         sink.on_first_commit = lambda: compatibility.record(self.spark, checkpoint, shape)
         stream = (
             df.writeStream.queryName(query_name(self.pipeline.name, table.name))
@@ -253,6 +259,22 @@ class StreamRunner:
         query = stream.start()
         sink.bind(str(query.id))
         return query
+
+    def _refuse_incompatible(self, table: Table, checkpoint: str, shape: compatibility.FlowShape) -> None:
+        """Raise :class:`FlowRefused` when ``shape`` cannot restart on what the checkpoint recorded."""
+        deployed = compatibility.recorded(self.spark, checkpoint)
+        if deployed is None:
+            return
+        plan = compatibility.judge(
+            self.pipeline.name, table.name, deployed, shape, checkpoint=True, table=None
+        )
+        if plan.status == "incompatible":
+            raise FlowRefused(
+                f"{self.pipeline.name}.{table.name} was not started: its new code (version "
+                f"{plan.code_version}) cannot restart on its checkpoint {checkpoint}, written by "
+                f"version {plan.deployed_version}: {'; '.join(plan.reasons)}. It needs a {plan.needs} "
+                f"(`lakehouse plan {self.pipeline.name}` shows every flow's plan)"
+            )
 
     def _explained(self, flow: str, error: str) -> str:
         """A failed query's error, with what to do when its cause is known (``failures``)."""
@@ -347,7 +369,13 @@ class StreamRunner:
                 self.recorder.wait_terminated(str(query.id), timeout=30)
 
         def launch(name: str) -> None:
-            queries[name] = self.start(by_name[name], Trigger("continuous", interval))
+            try:
+                queries[name] = self.start(by_name[name], Trigger("continuous", interval))
+            except FlowRefused as refused:  # the other flows run on
+                log.error("%s", refused)
+                runs[name] = FlowRun(name, "", exception=str(refused))
+                signals.ended(name)
+                return
             runs.setdefault(name, FlowRun(name, str(queries[name].id)))
 
         try:

@@ -48,6 +48,18 @@ def remove_tree(spark: SparkSession, path: str) -> None:
     fs.delete(target, True)
 
 
+def move(spark: SparkSession, source: str, target: str) -> bool:
+    """Rename ``source`` to ``target`` (its parent created); False when ``source`` does not exist."""
+    fs, path = filesystem(spark, source)
+    if not fs.exists(path):
+        return False
+    destination = jvm(spark).org.apache.hadoop.fs.Path(target)
+    fs.mkdirs(destination.getParent())
+    if not fs.rename(path, destination):
+        raise OSError(f"could not move {source} to {target}")
+    return True
+
+
 def read_text(spark: SparkSession, path: str) -> str | None:
     """A small file's text, or ``None`` when it does not exist."""
     fs, target = filesystem(spark, path)

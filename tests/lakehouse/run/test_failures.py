@@ -4,7 +4,6 @@ Spark's stack trace and its advice to turn the state schema check off."""
 from __future__ import annotations
 
 import json
-import shutil
 from collections import Counter
 from datetime import UTC, datetime, timedelta
 
@@ -16,14 +15,17 @@ from typer.testing import CliRunner
 
 from lakehouse.cli import app
 from lakehouse.core.config import Settings, settings
+from lakehouse.core.errors import OperationFailed
 from lakehouse.core.lake import Lake
 from lakehouse.plan.compatibility import plan
 from lakehouse.plan.generators import Landing
 from lakehouse.run import coordination
 from lakehouse.run.failures import explain
-from lakehouse.run.stream import FlowFailed, StreamRunner
+from lakehouse.run.stream import FlowFailed, FlowRefused, StreamRunner
 from lakehouse.slices import ALL_TIME
 from lakehouse.spec import Pipeline
+from lakehouse.state import storage
+from lakehouse.state.checkpoints import Checkpoint
 from pipelines.iot.generator import generate
 
 START = datetime(2026, 1, 1, tzinfo=UTC)
@@ -58,7 +60,7 @@ def test_errors_without_a_known_cause_pass_unchanged_and_state_errors_say_what_t
 
 
 @pytest.mark.slow
-def test_plan_tells_a_re_keyed_aggregate_from_a_fix_and_a_re_keyed_one_fails_with_what_to_do(
+def test_plan_tells_a_re_keyed_aggregate_from_a_fix_the_start_refuses_it_and_a_reset_rebuilds_it(
     spark, read, lake: Lake, iot: Pipeline, iot_landing: Landing, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     generate(
@@ -95,19 +97,32 @@ def test_plan_tells_a_re_keyed_aggregate_from_a_fix_and_a_re_keyed_one_fails_wit
     assert rekeyed_plan.deployed_version == plan(spark, lake, iot, [STATS])[0].code_version
     generate(iot_landing, events=60, seed=4, start=START + timedelta(minutes=20),
              end=START + timedelta(minutes=30), file_prefix="later")  # fmt: skip
+    flows = changed.select(["bronze.device_events", "silver.device_events", STATS])
+    with StreamRunner(spark, lake, changed) as runner, pytest.raises(FlowRefused) as refused:
+        runner.run_incremental(flows)  # the plan refuses the new code before Spark starts it
+    message = str(refused.value)
+    assert "was not started" in message and rekeyed_plan.reasons[0] in message, message
+    assert f"lakehouse reset iot --flow {STATS} --downstream" in message
+
+    # a checkpoint without a recorded shape (written before plans were recorded): Spark refuses
+    # the state, and the error says what to do instead of Spark's advice
+    storage.remove_tree(spark, f"{lake.checkpoint('iot', STATS)}/_lakehouse")
     with StreamRunner(spark, lake, changed) as runner, pytest.raises(FlowFailed) as failed:
-        runner.run_incremental(changed.select(["bronze.device_events", "silver.device_events", STATS]))
+        runner.run_incremental(flows)
     message = str(failed.value)
     assert "stateful operators changed" in message, message[:2000]
     assert lake.checkpoint("iot", STATS) in message
-    assert f"lakehouse backfill iot --flow {STATS} --full-refresh" in message
-    assert plan(spark, lake, changed, [STATS])[0].status == "incompatible", "the failed run recorded nothing"
+    assert plan(spark, lake, changed, [STATS])[0].status == "unrecorded", "the failed run recorded nothing"
 
-    # what it says to do works: the checkpoint and the table aside, the table rebuilt
-    for path in (lake.checkpoint("iot", STATS), lake.table(STATS)):
-        shutil.move(path, f"{path}.before-change")
+    # the reset: what reads the silver table is reset with it, or not at all
     conf = Settings(root=lake.root, spark_master="local[2]", shuffle_partitions=2)
-    [step] = coordination.backfill(spark, conf, changed, ALL_TIME, [STATS])
+    with pytest.raises(OperationFailed, match=rf"{STATS} read\(s\) the tables a reset .* \(--downstream\)"):
+        coordination.backfill(spark, conf, changed, ALL_TIME, ["silver.device_events"], reset=True)
+    old_rows = read(lake, STATS).count()
+    [step] = coordination.backfill(spark, conf, changed, ALL_TIME, [STATS], reset=True)
+    [archived] = storage.names(spark, f"{lake.root}/archive")
+    aside = lake.archive(archived)
+    assert read(aside, STATS).count() == old_rows and Checkpoint(spark, aside.checkpoint("iot", STATS)).exists
     assert "catch-up" in step.phases, "computed once, as a new flow"
     expected: Counter[tuple[datetime, str, str]] = Counter()  # sliding windows counted by hand
     for event in read(lake, "silver.device_events").collect():
