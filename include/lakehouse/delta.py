@@ -25,12 +25,14 @@ import logging
 import re
 import time
 from contextlib import AbstractContextManager, contextmanager
+from contextvars import ContextVar
 from typing import TYPE_CHECKING, TypeVar
 
 from delta.tables import DeltaTable
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructField, StructType
 
+from lakehouse.monitoring.status import CODE
 from lakehouse.state import storage
 
 if TYPE_CHECKING:
@@ -49,6 +51,9 @@ _TXN_APP = "spark.databricks.delta.write.txnAppId"
 _TXN_VERSION = "spark.databricks.delta.write.txnVersion"
 _USER_METADATA = "spark.databricks.delta.commitInfo.userMetadata"
 STREAM_COMMIT = "lakehouse_stream"  # userMetadata key of a stream's append: the query id
+# The code version (``lakehouse.plan.compatibility.code_version``) of the flow committing in this
+# thread (a stream's foreachBatch) or process (a backfill, see :func:`written_by`).
+CODE_VERSION: ContextVar[str | None] = ContextVar("lakehouse_code_version", default=None)
 _COMMIT_FILE = re.compile(r"\d{20}\.")
 
 
@@ -204,7 +209,22 @@ def version_through_batch(spark: SparkSession, path: str, batch: int) -> int | N
 
 
 def _marker(app_id: str, version: int) -> str:
-    return json.dumps({STREAM_COMMIT: app_id, "batch": version})
+    marker: dict[str, str | int] = {STREAM_COMMIT: app_id, "batch": version}
+    if code := CODE_VERSION.get():
+        marker[CODE] = code
+    return json.dumps(marker)
+
+
+@contextmanager
+def written_by(spark: SparkSession, code_version: str) -> Iterator[None]:
+    """Every Delta commit of ``spark`` meanwhile (a backfill's slice: its table, quarantine and
+    MERGEs) records ``code_version`` in its ``userMetadata``."""
+    token = CODE_VERSION.set(code_version)
+    try:
+        with _session_settings(spark, {_USER_METADATA: json.dumps({CODE: code_version})}):
+            yield
+    finally:
+        CODE_VERSION.reset(token)
 
 
 def _stream_marker(user_metadata: str | None) -> tuple[str, int] | None:

@@ -271,6 +271,7 @@ def describe(
     add("freshness", info.freshness)
     add("upstreams", info.upstreams or (f"source: {info.source}" if info.source else None))
     add("downstreams", info.downstreams)
+    add("code versions", info.code_versions)
     console.print(facts, markup=False)
     if info.expectations:
         console.print("expectations:", markup=False)

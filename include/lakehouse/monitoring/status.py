@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -14,6 +15,32 @@ from lakehouse.monitoring.ops_tables import exists, rs_uri
 
 if TYPE_CHECKING:
     from lakehouse.core.lake import Lake
+
+
+CODE = "lakehouse_code"  # a commit's userMetadata key: the code version that wrote it
+CODE_HISTORY = 1000  # commits ``code_versions`` looks at, newest first
+
+
+def code_of(user_metadata: str | None) -> str | None:
+    """The code version (``lakehouse.plan.compatibility.code_version``) a commit's
+    ``userMetadata`` records; ``None``: none."""
+    if not user_metadata or CODE not in user_metadata:
+        return None
+    try:
+        return str(json.loads(user_metadata)[CODE])
+    except (ValueError, KeyError, TypeError):
+        return None
+
+
+def code_versions(commits: list[dict[str, Any]]) -> list[tuple[str, int, int]]:
+    """Of a table's commits (delta-rs history): each code version that wrote some, with the
+    first and last table version it wrote; the latest code first."""
+    spans: dict[str, tuple[int, int]] = {}
+    for commit in commits:
+        if code := code_of(commit.get("userMetadata")):
+            first, last = spans.get(code, (commit["version"], commit["version"]))
+            spans[code] = (min(first, commit["version"]), max(last, commit["version"]))
+    return sorted(((c, a, b) for c, (a, b) in spans.items()), key=lambda span: -span[2])
 
 
 @dataclass(frozen=True)

@@ -26,6 +26,7 @@ from lakehouse.core.errors import UsageError
 from lakehouse.core.times import parse_iso
 from lakehouse.models.scoring import ScoredFlow
 from lakehouse.models.store import ModelUnavailable
+from lakehouse.plan import compatibility
 from lakehouse.plan.flow import build
 from lakehouse.quality.gate import QualityGate, Verdict
 from lakehouse.slices import Slice, affected_slice, union
@@ -136,7 +137,8 @@ def recompute(
         # A stream writing the same table concurrently makes the commit conflict: recompute
         # from the inputs as they are now (they hold what the stream wrote), then commit again.
         try:
-            delta.retry_on_conflict(attempt, f"backfill {table.name} {table_slice.label}")
+            with delta.written_by(spark, compatibility.code_version(pipeline, table)):
+                delta.retry_on_conflict(attempt, f"backfill {table.name} {table_slice.label}")
         except ModelUnavailable as exc:
             if table.model is None or pipeline.model(table.model).unavailable != "quarantine":
                 raise

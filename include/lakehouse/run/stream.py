@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Literal, Protocol
 
 from pyspark.sql import functions as F
 
+from lakehouse import delta
 from lakehouse.core.errors import OperationFailed
 from lakehouse.models.scoring import ScoredFlow
 from lakehouse.models.store import ModelUnavailable
@@ -112,6 +113,7 @@ class FlowSink:
         # Once the first micro-batch of this run committed: the code that wrote it is recorded
         # (a query whose new code fails before its first commit leaves the old record).
         self.on_first_commit = on_first_commit
+        self.code_version: str | None = None  # recorded in each commit's userMetadata
         self.gate = gate
         # Steps that need the whole micro-batch (landing accounting), that compute the rows from
         # the tables whenever the batch says they changed (``recomputed``: kept in memory for the
@@ -134,6 +136,14 @@ class FlowSink:
 
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
         self._bound.wait()
+        assert self._query_id is not None
+        code = delta.CODE_VERSION.set(self.code_version)  # this query's thread only
+        try:
+            self._write(batch, batch_id)
+        finally:
+            delta.CODE_VERSION.reset(code)
+
+    def _write(self, batch: DataFrame, batch_id: int) -> None:
         assert self._query_id is not None
         origin = Origin("stream", self._query_id, batch_id=batch_id, first_of_run=self._first_of_run)
         self._first_of_run = False  # a failed batch ends the query, and with it this sink
@@ -246,6 +256,7 @@ class StreamRunner:
         shape = compatibility.shape_of(self.pipeline, table, rows)
         self._refuse_incompatible(table, checkpoint, shape)
         sink.on_first_commit = lambda: compatibility.record(self.spark, checkpoint, shape)
+        sink.code_version = shape.code_version
         stream = (
             df.writeStream.queryName(query_name(self.pipeline.name, table.name))
             .outputMode(table.output_mode)

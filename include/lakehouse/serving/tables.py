@@ -25,7 +25,7 @@ from deltalake import DeltaTable
 from lakehouse.core.config import settings as default_settings
 from lakehouse.core.lake import Lake
 from lakehouse.monitoring.ops_tables import exists, rs_uri
-from lakehouse.monitoring.status import table_stats
+from lakehouse.monitoring.status import CODE_HISTORY, code_versions, table_stats
 from lakehouse.serving.statements import Result
 
 if TYPE_CHECKING:
@@ -165,6 +165,8 @@ class Description:
     upstreams: tuple[str, ...] = ()
     downstreams: tuple[str, ...] = ()
     expectations: tuple[str, ...] = ()
+    # the code versions that wrote its last commits, latest first: "<version> (commits a-b)"
+    code_versions: tuple[str, ...] = ()
 
     def as_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -199,6 +201,10 @@ def describe(name: str, pipelines: Mapping[str, Pipeline], lake: Lake | None = N
             size_bytes=stats.size_bytes,
             partitioning=tuple(table.metadata().partition_columns),
             columns=tuple(Column(f.name, sql_type(f.type), f.nullable) for f in table.schema().fields),
+            code_versions=tuple(
+                f"{code} (commits {first}-{last})"
+                for code, first, last in code_versions(table.history(CODE_HISTORY))
+            ),
         )
     return Description(**info)
 

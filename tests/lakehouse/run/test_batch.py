@@ -8,9 +8,12 @@ from pathlib import Path
 
 import pytest
 from attrs import evolve
+from delta.tables import DeltaTable
 from pyspark.testing import assertDataFrameEqual
 
 from lakehouse.core.lake import Lake
+from lakehouse.monitoring.status import code_of
+from lakehouse.plan.compatibility import code_version
 from lakehouse.plan.generators import Landing
 from lakehouse.run.batch import ShrinkRefused, backfill
 from lakehouse.run.stream import StreamRunner
@@ -66,6 +69,12 @@ def test_backfill_replaces_exactly_its_slice_and_twice_is_once(
     )  # untouched
     backfill(spark, streamed, iot, SLICE, ["silver.device_events"])
     assertDataFrameEqual(silver(), once, checkRowOrder=False)
+    # its commits say which code wrote them; the spark session's settings are as they were
+    [last] = DeltaTable.forPath(spark, streamed.table("silver.device_events")).history(1).collect()
+    assert code_of(last.userMetadata) == code_version(iot, iot.table("silver.device_events")), (
+        last.userMetadata
+    )
+    assert spark.conf.get("spark.databricks.delta.commitInfo.userMetadata", None) is None
 
 
 def test_downstream_backfill_recomputes_overlapping_windows(

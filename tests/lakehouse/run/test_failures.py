@@ -22,6 +22,7 @@ from lakehouse.plan.generators import Landing
 from lakehouse.run import coordination
 from lakehouse.run.failures import explain
 from lakehouse.run.stream import FlowFailed, FlowRefused, StreamRunner
+from lakehouse.serving.tables import describe
 from lakehouse.slices import ALL_TIME
 from lakehouse.spec import Pipeline
 from lakehouse.state import storage
@@ -131,7 +132,14 @@ def test_plan_tells_a_re_keyed_aggregate_from_a_fix_the_start_refuses_it_and_a_r
             expected[(start, event.device_type, event.device)] += 1
     rebuilt = {(r.window_start, r.device_type, r.device): r.events for r in read(lake, STATS).collect()}
     assert rebuilt == dict(expected)
-    assert plan(spark, lake, changed, [STATS])[0].status == "unchanged", "the rebuild recorded its code"
+    [replanned] = plan(spark, lake, changed, [STATS])
+    assert replanned.status == "unchanged", "the rebuild recorded its code"
+    # the commits say which code wrote them: the new code here, the old one in the archive
+    assert [c.split()[0] for c in describe(STATS, {"iot": changed}, lake).code_versions] == [
+        replanned.code_version
+    ]
+    old_code = [c.split()[0] for c in describe(STATS, {"iot": iot}, aside).code_versions]
+    assert old_code == [rekeyed_plan.deployed_version]
 
     # the command, on the declared pipeline: going back to the deployed key is a change of state too
     monkeypatch.setenv("LAKEHOUSE_ROOT", lake.root)
