@@ -14,7 +14,8 @@ run        ``run`` (``run.coordination``: backfills beside running streams; ``ru
 write      ``writes`` (one module per write mode; ``writes.history`` applies change feeds)
 delta      ``delta`` (the one place that commits to Delta)
 plan       ``plan`` (``plan.flow``: what a flow computes; ``plan.generators``: test data into
-           a source; ``plan.changes``: change-feed rows; ``plan.purity``: transforms kept pure),
+           a source; ``plan.changes``: change-feed rows; ``plan.purity``: transforms kept pure;
+           ``plan.compatibility``: what a change does to a running flow),
            ``sources`` (one module per source kind), ``monitoring.upkeep``
 state      ``state`` (``state.checkpoints``: what a stream consumed; ``state.session``,
            ``state.storage``: Spark and its file system; ``state.control``: leases, pause and
