@@ -27,7 +27,6 @@ TESTED_ELSEWHERE: dict[str, tuple[str, ...]] = {
     "models.scoring": ("lakehouse/models/test_models.py",),
     "models.training": ("lakehouse/models/test_models.py",),
     # monitoring: what the streams record, read back by the tests of runs and health
-    "monitoring.listener": ("lakehouse/run/test_stream.py", "lakehouse/test_bad_input.py"),
     "monitoring.progress": ("lakehouse/test_bad_input.py", "lakehouse/monitoring/test_health.py"),
     # orchestration: the DAG factory and its spark-submit tasks, under real Airflow
     "orchestration.dags.kit": ("lakehouse/orchestration/dags/test_factory.py",),

@@ -75,7 +75,7 @@ def test_each_change_of_state_is_incompatible_and_says_which_rule() -> None:
     assert plan.status == "incompatible" and plan.reasons == (
         "window changed: 10 minutes sliding by 5 minutes -> 1 hour",
     )
-    assert "lakehouse backfill iot --flow gold.t --full-refresh" in plan.needs
+    assert "lakehouse reset iot --flow gold.t --downstream" in plan.needs
 
 
 @pytest.mark.parametrize(
