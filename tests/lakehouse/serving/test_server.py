@@ -113,6 +113,9 @@ def test_a_user_at_the_statement_limit_is_refused_while_other_users_run(served, 
     alice = [served.connect(user="alice") for _ in range(3)]
     cursors = [c.cursor() for c in alice]
     try:
+        for n in range(40):  # one after another: each end reaches the limit after its answer does
+            cursors[0].execute(f"SELECT {n}")
+            assert cursors[0].fetchall() == [(n,)]
         for cursor in cursors[:2]:
             cursor.execute(RUNAWAY, async_=True)
             _running(cursor)

@@ -21,7 +21,8 @@ import org.apache.spark.sql.catalyst.CurrentUserContext;
  * Thrift server sets the statement id as the job group and the session's user as Spark's current
  * user on the thread that parses it; statements without both (the server's own catalog sync,
  * {@code lakehouse sql} in-process) are not counted. A statement is counted once however often it
- * is parsed (views, Delta's internal queries). Should a finish event ever be lost, an entry expires
+ * is parsed (views, Delta's internal queries). A statement over the limit waits up to three seconds
+ * for one of the user's to end before it is refused, as the end arrives asynchronously. Should a finish event ever be lost, an entry expires
  * a minute after the statement timeout, at which the server cancels the statement anyway.
  */
 final class StatementLimit {
@@ -30,6 +31,7 @@ final class StatementLimit {
   private static final String JOB_GROUP = "spark.jobGroup.id";
   private static final String ENDED_EVENTS_PACKAGE = "org.apache.spark.sql.hive.thriftserver.ui.SparkListenerThriftServerOperation";
   private static final Set<String> ENDED = Set.of("Finish", "Error", "Canceled", "Timeout", "Closed");
+  private static final long GRACE_MILLIS = 3_000;
 
   private static final Map<String, Running> RUNNING = new HashMap<>(); // statement id -> its user
   private static SparkContext listening; // the context whose listener bus reports ends
@@ -61,7 +63,7 @@ final class StatementLimit {
         long oldest = System.nanoTime() - (timeoutSeconds + 60) * 1_000_000_000L;
         RUNNING.values().removeIf(r -> r.startedNanos() < oldest);
       }
-      long mine = RUNNING.values().stream().filter(r -> r.user().equals(user)).count();
+      long mine = awaitBelow(user, limit);
       if (mine >= limit) {
         throw ReadOnlySqlExtension.limited(
             "too many statements at once: " + user + " already runs " + mine + " statement"
@@ -73,9 +75,32 @@ final class StatementLimit {
     }
   }
 
+  /**
+   * The user's running statements, once below the limit or after {@link #GRACE_MILLIS}: the end of a
+   * statement reaches this class on a listener queue, so a client that sends its next statement
+   * as soon as the last one answered may arrive before that end does.
+   */
+  private static long awaitBelow(String user, int limit) {
+    long deadline = System.nanoTime() + GRACE_MILLIS * 1_000_000L;
+    while (true) {
+      long mine = RUNNING.values().stream().filter(r -> r.user().equals(user)).count();
+      long left = (deadline - System.nanoTime()) / 1_000_000L;
+      if (mine < limit || left <= 0) {
+        return mine;
+      }
+      try {
+        RUNNING.wait(left);
+      } catch (InterruptedException e) {
+        Thread.currentThread().interrupt();
+        return mine;
+      }
+    }
+  }
+
   private static void leave(String statement) {
     synchronized (RUNNING) {
       RUNNING.remove(statement);
+      RUNNING.notifyAll();
     }
   }
 
