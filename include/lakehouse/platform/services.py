@@ -238,22 +238,35 @@ class Platform:
         print(f"  {service.name}: started (pid {process.pid}, log {self.log_file(service.name)})")
 
     def stop(self, name: str, timeout: float = 60) -> None:
-        """SIGTERM the service's process group (Airflow shuts its components down), then
-        SIGKILL whatever it started that is still alive after ``timeout``."""
+        """SIGTERM the service's process group (Airflow shuts its components down) and whatever
+        else it started (drivers in sessions of their own), then SIGKILL what is still alive after
+        ``timeout``, until a look finds nothing (a child started as its parent was killed)."""
         tracked = {pid: proc for pid in self.processes(name) if (proc := Proc.of(pid))}
         if tracked:
             leader = json.loads(self.state_file(name).read_text())["pid"]
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(leader, signal.SIGTERM)
+            self._signal(list(tracked), signal.SIGTERM)  # and those in sessions of their own (drivers)
             deadline = time.monotonic() + timeout
             while time.monotonic() < deadline:
-                tracked.update({pid: proc for pid in self.processes(name) if (proc := Proc.of(pid))})
+                found = {
+                    pid: proc for pid in self.processes(name) if pid not in tracked and (proc := Proc.of(pid))
+                }
+                self._signal(list(found), signal.SIGTERM)
+                tracked.update(found)
                 if not any(proc.alive() for proc in tracked.values()):
                     break
                 time.sleep(0.5)
-            leftover = [proc.pid for proc in tracked.values() if proc.alive()]
-            self._signal(leftover, signal.SIGKILL)
-            print(f"  {name}: stopped ({len(tracked)} process(es), {len(leftover)} killed)")
+            killed: set[int] = set()
+            for _ in range(20):  # a process killed while it started a child: the child is found next
+                leftover = [proc.pid for proc in tracked.values() if proc.alive()]
+                if not leftover:
+                    break
+                self._signal(leftover, signal.SIGKILL)
+                killed.update(leftover)
+                time.sleep(0.5)
+                tracked.update({pid: proc for pid in self.processes(name) if (proc := Proc.of(pid))})
+            print(f"  {name}: stopped ({len(tracked)} process(es), {len(killed)} killed)")
         self.state_file(name).unlink(missing_ok=True)
 
     @staticmethod

@@ -1,0 +1,61 @@
+"""A service stops with everything it started: its process group, and processes in sessions of
+their own (drivers), including one started while the service was being stopped."""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from lakehouse.core.config import Settings
+from lakehouse.platform.services import MARKER, Platform, Service
+
+# the leader starts a detached child that ignores SIGTERM and, when it gets one, starts a detached
+# grandchild of its own (as a driver's Python starts its JVM) that also ignores it
+FAMILY = r"""
+import signal, subprocess, sys, time
+role = sys.argv[1] if len(sys.argv) > 1 else "leader"
+def spawn(role):
+    subprocess.Popen([sys.executable, __file__, role], start_new_session=True)
+if role == "leader":
+    spawn("child")
+elif role == "child":
+    signal.signal(signal.SIGTERM, lambda *_: spawn("grandchild"))
+else:
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+time.sleep(600)
+"""
+
+
+def marked(marker: str) -> list[int]:
+    found = []
+    for process in psutil.process_iter(["pid", "status"]):
+        try:
+            if process.info["status"] != psutil.STATUS_ZOMBIE and process.environ().get(MARKER) == marker:
+                found.append(process.pid)
+        except psutil.Error:
+            continue
+    return found
+
+
+def test_stop_leaves_no_process_of_the_service_even_detached_ones_started_during_the_stop(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    platform = Platform(Settings(root=str(tmp_path / "lake"), platform_dir=tmp_path / "platform"))
+    script = tmp_path / "family.py"
+    script.write_text(FAMILY)
+    service = Service("family", lambda _: [sys.executable, str(script)])
+    platform.start(service)
+    marker = platform.marker("family")
+    deadline = time.monotonic() + 30
+    while len(marked(marker)) < 2:
+        assert time.monotonic() < deadline, "the service did not start its child"
+        time.sleep(0.2)
+    platform.stop("family", timeout=3)
+    out = capsys.readouterr().out
+    assert "family: stopped (3 process(es), 2 killed)" in out, out  # the child and its late grandchild
+    assert marked(marker) == [], "processes of the service outlived its stop"
+    assert not platform.state_file("family").exists()
