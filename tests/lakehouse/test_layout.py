@@ -32,7 +32,6 @@ TESTED_ELSEWHERE: dict[str, tuple[str, ...]] = {
     "orchestration.dags.kit": ("lakehouse/orchestration/dags/test_factory.py",),
     "plan.changes": ("lakehouse/writes/test_history.py", "pipelines/crm/test_pipeline.py"),
     "plan.generators": ("pipelines/iot/test_generator.py", "pipelines/crm/test_generator.py"),
-    "platform.services": ("lakehouse/platform/test_embedded.py", "lakehouse/platform/test_stack.py"),
     "quality.report": ("lakehouse/quality/test_checks.py", "lakehouse/cockpit/test_plugin.py"),
     "quality.results": ("lakehouse/quality/test_checks.py", "lakehouse/quality/test_gate.py"),
     "serving.jvm": ("lakehouse/serving/test_security.py", "lakehouse/serving/test_server.py"),

@@ -237,6 +237,20 @@ class FlowControl:
             finally:
                 fcntl.flock(handle, fcntl.LOCK_UN)
 
+    # ------------------------------------------------------------------ quarantine replays
+    def pending_replay(self, flow: str) -> dict[str, object] | None:
+        """The replay of ``flow``'s quarantine that was started and not finished (a crash), if any."""
+        text = self._read(flow, "replay")
+        return json.loads(text) if text else None
+
+    def begin_replay(self, flow: str, intent: dict[str, object]) -> None:
+        """Record a replay before its first commit, so that a crash is finished, not repeated."""
+        self.dir.mkdir(parents=True, exist_ok=True)
+        _write_atomic(self._file(flow, "replay"), json.dumps(intent))
+
+    def end_replay(self, flow: str) -> None:
+        self._file(flow, "replay").unlink(missing_ok=True)
+
     # ------------------------------------------------------------------ leases
     def lease(self, flow: str) -> Lease | None:
         text = self._read(flow, "lease")

@@ -70,9 +70,10 @@ def _timed(seconds: dict[str, float], phase: str, work: Callable[..., None], *ar
 
 @dataclass(frozen=True)
 class Origin:
-    """Where rows come from: a stream micro-batch or a backfill slice."""
+    """Where rows come from: a stream micro-batch, a backfill slice, or a replay of quarantined
+    rows (``batch_id``: the quarantine's version it read)."""
 
-    kind: Literal["stream", "backfill"]
+    kind: Literal["stream", "backfill", "replay"]
     run_id: str
     batch_id: int | None = None
     slice: Slice | None = None
@@ -84,6 +85,8 @@ class Origin:
     def label(self) -> str:
         if self.kind == "stream":
             return f"stream batch {self.batch_id} (query {self.run_id})"
+        if self.kind == "replay":
+            return f"replay of quarantine version {self.batch_id}"
         assert self.slice is not None
         return f"backfill of {self.slice.label}"
 

@@ -62,7 +62,8 @@ class WriteMode:
       ``recomputes``: the flow recomputes the table from its upstreams' whole contents;
       ``dedupes(table)``: the platform deduplicates the flow's rows on the keys;
       ``keyed_insert``: rows are inserted once per key and never changed (what scoring needs);
-      ``updates_rows``: the stream updates rows it wrote as late input arrives.
+      ``updates_rows``: the stream updates rows it wrote as late input arrives;
+      ``replays_rows``: a quarantined row can be written again alone (derived from the above).
 
     Backfills and coordination (``lakehouse.slices``, ``lakehouse.run.coordination``):
 
@@ -86,6 +87,12 @@ class WriteMode:
 
     def describe(self) -> str:
         return self.kind
+
+    @property
+    def replays_rows(self) -> bool:
+        """Whether a quarantined row can be written again on its own (``lakehouse replay``): not
+        when the table's rows are recomputed from their input (windows, change feeds, views)."""
+        return not (self.applies_changes or self.recomputes or self.updates_rows)
 
     def keys_for(self, table: Declared) -> tuple[str, ...]:
         return self.keys
