@@ -276,13 +276,17 @@ def replay(
     from lakehouse.run.replay import refuse
     from lakehouse.run.replay import replay as run_replay  # deferred: Spark
 
-    refuse(spec.table(flow))  # before Spark starts
+    refuse(spec, spec.table(flow))  # before Spark starts
     conf = settings()
     spark = spark_session(conf, app_name=f"lakehouse-{pipeline}-replay")
     view = RichTable(title=f"{pipeline}: replay of {flow}'s quarantine", title_justify="left")
     for column in ("quarantine version", "rows selected", "landed", "still quarantined"):
         view.add_column(column)
-    for done in run_replay(spark, conf, spec, flow, Slice(utc(start), utc(end)), reason):
+    replays = run_replay(spark, conf, spec, flow, Slice(utc(start), utc(end)), reason)
+    if not replays:
+        console.print(f"{flow}: nothing was ever quarantined (no quarantine table yet)", highlight=False)
+        return
+    for done in replays:
         label = f"{done.version} (finished after a crash)" if done.resumed else str(done.version)
         view.add_row(label, f"{done.selected:,}", f"{done.landed:,}", f"{done.still_failing:,}")
     console.print(view)

@@ -78,7 +78,7 @@ def replay(
     ``reason``, an expectation's label, if given); see the module doc. One entry per replay run:
     an interrupted one first, if there was one."""
     table = pipeline.table(table_name)
-    refuse(table)
+    refuse(pipeline, table)
     if not slice_.is_full and not table.time_expression:
         raise UsageError(f"{table.name} has no event_time: replay all of its quarantine (no --start/--end)")
     lake = Lake.from_settings(settings)
@@ -103,14 +103,14 @@ def replay(
     return done
 
 
-def refuse(table: Table) -> None:
+def refuse(pipeline: Pipeline, table: Table) -> None:
     """Refuse a table whose quarantined rows cannot be written again on their own."""
     if not table.write.replays_rows or table.model is not None:
         what = "scored rows" if table.model is not None else f"rows written as {table.write.describe()}"
         raise UsageError(
             f"{table.name}: its {what} are computed by its flow from its input, so its quarantined "
             "rows cannot be written again on their own; recompute their range instead: "
-            f"lakehouse backfill <pipeline> --flow {table.name} --start ... --end ..."
+            f"lakehouse backfill {pipeline.name} --flow {table.name} --start ... --end ..."
         )
 
 

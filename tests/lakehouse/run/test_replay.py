@@ -95,7 +95,7 @@ def test_a_loosened_expectation_lets_its_rows_land_once_even_across_a_crash(
     assert ids(spark, table) == sorted(before + list(unregistered))
 
     # rows its flow computes are not replayed: the way to recompute them is named
-    with pytest.raises(UsageError, match=r"lakehouse backfill .* --flow gold\.device_type_stats"):
+    with pytest.raises(UsageError, match=r"lakehouse backfill iot --flow gold\.device_type_stats"):
         replay(spark, settings, iot, "gold.device_type_stats")
 
 
