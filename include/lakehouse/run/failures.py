@@ -5,12 +5,15 @@ Today one family: a flow whose stateful operators changed (a key added to an agg
 ``group_by``, another window, watermark or deduplication key) cannot restart on its checkpoint:
 Spark refuses the state it stored for the old plan. Its own advice (turning
 ``spark.sql.streaming.stateStore.stateSchemaCheck`` off) would have the new plan misread that
-state, so the way out is a new checkpoint and a rebuild of the table and what reads it.
+state, so the way out is ``lakehouse reset``: new checkpoints, and the table and what reads it
+rebuilt.
 """
 
 from __future__ import annotations
 
 import re
+
+from lakehouse.plan import compatibility
 
 # Spark's error classes for state that no longer matches the query's stateful operators.
 INCOMPATIBLE_STATE = re.compile(
@@ -19,7 +22,7 @@ INCOMPATIBLE_STATE = re.compile(
 )
 
 
-def explain(pipeline: str, flow: str, checkpoint: str, table: str, error: str) -> str:
+def explain(pipeline: str, flow: str, checkpoint: str, error: str) -> str:
     """``error`` (a failed query's exception text) with what to do, when its cause is known;
     else ``error`` unchanged."""
     found = INCOMPATIBLE_STATE.search(error)
@@ -30,9 +33,5 @@ def explain(pipeline: str, flow: str, checkpoint: str, table: str, error: str) -
         f"key?) and no longer match the state in its checkpoint {checkpoint} "
         f"(Spark: {found.group(1)}). It cannot restart there with the new code; do not turn "
         "Spark's state schema check off, the new plan would misread the old state. To run the "
-        f"new code: stop the flow, move its checkpoint and its table aside (e.g. to "
-        f"{checkpoint}.before-change, and {table}.before-change), rebuild the table with "
-        f"`lakehouse backfill {pipeline} --flow {flow} --full-refresh` (a flow never run before "
-        "is computed once, and its new checkpoint recorded), then deploy again. Flows that read "
-        "the table need the same."
+        f"new code, {compatibility.rebuild(pipeline, flow)}."
     )

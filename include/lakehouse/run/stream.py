@@ -290,7 +290,7 @@ class StreamRunner:
     def _explained(self, flow: str, error: str) -> str:
         """A failed query's error, with what to do when its cause is known (``failures``)."""
         checkpoint = self.lake.checkpoint(self.pipeline.name, flow)
-        return failures.explain(self.pipeline.name, flow, checkpoint, self.lake.table(flow), error)
+        return failures.explain(self.pipeline.name, flow, checkpoint, error)
 
     def _source_accounting(self, table: Table) -> Callable[[DataFrame, int], DataFrame] | None:
         """Each micro-batch's accounting of its source's input, if its kind keeps one (landing

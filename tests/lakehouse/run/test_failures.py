@@ -53,11 +53,11 @@ def stats_of_counted_windows(events: DataFrame) -> DataFrame:
 
 
 def test_errors_without_a_known_cause_pass_unchanged_and_state_errors_say_what_to_do() -> None:
-    assert explain("p", "gold.t", "/c", "/t", "boom: something else") == "boom: something else"
+    assert explain("p", "gold.t", "/c", "boom: something else") == "boom: something else"
     error = "[STATE_STORE_KEY_SCHEMA_NOT_COMPATIBLE] Provided key schema ..."
-    said = explain("p", "gold.t", "/lake/c", "/lake/t", error)
-    assert "STATE_STORE_KEY_SCHEMA_NOT_COMPATIBLE" in said and "/lake/c.before-change" in said
-    assert "/lake/t.before-change" in said and "lakehouse backfill p --flow gold.t --full-refresh" in said
+    said = explain("p", "gold.t", "/lake/c", error)
+    assert "STATE_STORE_KEY_SCHEMA_NOT_COMPATIBLE" in said and "checkpoint /lake/c " in said
+    assert "`lakehouse reset p --flow gold.t --downstream`" in said and "stateSchemaCheck" not in said
 
 
 @pytest.mark.slow
