@@ -349,11 +349,18 @@ def plan(spark: SparkSession, lake: Lake, pipeline: Pipeline, flows: Collection[
     ``flows``, default all), in dependency order. A flow reading a table that is rebuilt is
     rebuilt too: its checkpoint points into the old one."""
     plans: dict[str, FlowPlan] = {}
+    schemas: dict[str, dict[str, str] | None] = {}  # each table's schema read once
+
+    def columns_of(name: str) -> dict[str, str] | None:
+        if name not in schemas:
+            schemas[name] = table_columns(spark, lake, name)
+        return schemas[name]
+
     for table in pipeline.select(flows):
         checkpoint = lake.checkpoint(pipeline.name, table.name)
         exists = Checkpoint(spark, checkpoint).exists
-        columns = table_columns(spark, lake, table.name)
-        upstreams_ready = all(table_columns(spark, lake, u) is not None for u in table.upstream_names)
+        columns = columns_of(table.name)
+        upstreams_ready = all(columns_of(u) is not None for u in table.upstream_names)
         if not upstreams_ready:  # nothing to analyze against yet: a first deploy
             version = code_version(pipeline, table)
             plans[table.name] = FlowPlan(table.name, "new", version, None,

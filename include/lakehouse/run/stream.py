@@ -107,13 +107,10 @@ class FlowSink:
         recomputed: bool = False,
         scored: Model | None = None,
         prepare_materializes: bool = False,
-        on_first_commit: Callable[[], None] | None = None,
     ) -> None:
         self.writer = writer
-        # Once the first micro-batch of this run committed: the code that wrote it is recorded
-        # (a query whose new code fails before its first commit leaves the old record).
-        self.on_first_commit = on_first_commit
-        self.code_version: str | None = None  # recorded in each commit's userMetadata
+        self.on_first_commit: Callable[[], None] | None = None  # see written_by
+        self.code_version: str | None = None
         self.gate = gate
         # Steps that need the whole micro-batch (landing accounting), that compute the rows from
         # the tables whenever the batch says they changed (``recomputed``: kept in memory for the
@@ -133,6 +130,12 @@ class FlowSink:
         """Attach the streaming query id (the Delta transaction id); micro-batches wait for it."""
         self._query_id = query_id
         self._bound.set()
+
+    def written_by(self, code_version: str, on_first_commit: Callable[[], None]) -> None:
+        """Each commit records ``code_version`` (its ``userMetadata``); once the first micro-batch
+        of this run committed, ``on_first_commit`` records the code that wrote it (a query whose
+        new code fails before its first commit leaves the old record)."""
+        self.code_version, self.on_first_commit = code_version, on_first_commit
 
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
         self._bound.wait()
@@ -255,8 +258,7 @@ class StreamRunner:
         checkpoint = self.lake.checkpoint(self.pipeline.name, table.name)
         shape = compatibility.shape_of(self.pipeline, table, rows)
         self._refuse_incompatible(table, checkpoint, shape)
-        sink.on_first_commit = lambda: compatibility.record(self.spark, checkpoint, shape)
-        sink.code_version = shape.code_version
+        sink.written_by(shape.code_version, lambda: compatibility.record(self.spark, checkpoint, shape))
         stream = (
             df.writeStream.queryName(query_name(self.pipeline.name, table.name))
             .outputMode(table.output_mode)
