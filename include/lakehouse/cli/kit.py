@@ -11,6 +11,7 @@ import functools
 import logging
 import os
 from collections.abc import Callable
+from datetime import datetime
 from typing import Annotated, Any, TypeVar
 
 import typer
@@ -20,6 +21,7 @@ from rich.logging import RichHandler
 from lakehouse import registry
 from lakehouse.core.config import settings
 from lakehouse.core.errors import OperationFailed, UsageError
+from lakehouse.core.times import utc
 from lakehouse.spec import Pipeline
 
 console = Console(highlight=False, emoji=False)
@@ -32,6 +34,18 @@ PipelineArgument = Annotated[str, typer.Argument(help="Pipeline name, e.g. iot."
 
 class UserError(UsageError):
     """A problem with the command's input, reported without a stack trace (exit code 2)."""
+
+
+def moment(text: str | None, option: str) -> datetime | None:
+    """A time option's value (empty: not given, so a DAG can pass its optional params as they are)."""
+    if not text:
+        return None
+    for form in DATE_FORMATS:
+        try:
+            return utc(datetime.strptime(text, form))
+        except ValueError:
+            continue
+    raise UserError(f"--{option} {text!r} is not a time: write e.g. 2026-03-01 or 2026-03-01T08:00")
 
 
 def friendly(command: F) -> F:

@@ -11,17 +11,16 @@ import typer
 from rich.table import Table as RichTable
 
 from lakehouse.cli.kit import (
-    DATE_FORMATS,
     PipelineArgument,
     UserError,
     all_pipelines,
     commands,
     console,
     load_pipeline,
+    moment,
 )
 from lakehouse.core.config import settings
 from lakehouse.core.lake import Lake
-from lakehouse.core.times import utc
 from lakehouse.models.store import ModelStore
 from lakehouse.slices import Slice
 from lakehouse.spec import Model, Pipeline
@@ -39,18 +38,6 @@ def _when(text: str) -> typer.models.OptionInfo:
     return typer.Option(help=f"{text}, UTC, e.g. 2026-03-01 or 2026-03-01T08:00 (empty: the model's window).")
 
 
-def _moment(text: str | None, option: str) -> datetime | None:
-    """A time option's value (empty: not given, so the DAG can pass its optional params as they are)."""
-    if not text:
-        return None
-    for form in DATE_FORMATS:
-        try:
-            return utc(datetime.strptime(text, form))
-        except ValueError:
-            continue
-    raise UserError(f"--{option} {text!r} is not a time: write e.g. 2026-03-01 or 2026-03-01T08:00")
-
-
 def declared(name: str) -> tuple[Pipeline, Model]:
     """The pipeline declaring model ``name``, and its declaration."""
     for pipeline in all_pipelines().values():
@@ -62,7 +49,7 @@ def declared(name: str) -> tuple[Pipeline, Model]:
 
 
 def _range(start_text: str | None, end_text: str | None, what: str) -> Slice | None:
-    start, end = _moment(start_text, f"{what}-start"), _moment(end_text, f"{what}-end")
+    start, end = moment(start_text, f"{what}-start"), moment(end_text, f"{what}-end")
     if (start is None) != (end is None):
         raise UserError(f"give both --{what}-start and --{what}-end, or neither (the model's default)")
     return Slice(start, end) if start and end else None

@@ -24,6 +24,7 @@ from lakehouse.cli.kit import (
     commands,
     console,
     load_pipeline,
+    moment,
     split,
     use_platform_airflow_home,
 )
@@ -214,6 +215,8 @@ def reset(
     """
     spec = load_pipeline(pipeline)
     flows = split(flow)
+    if not flows:
+        raise UserError("name the tables to reset with --flow (lakehouse plan names those a change broke)")
     names = [t.name for t in spec.select(flows)]
     if downstream:
         names += [t.name for n in list(names) for t in spec.downstream(n) if t.name not in names]
@@ -255,13 +258,14 @@ def replay(
     pipeline: PipelineArgument,
     flow: Annotated[str, typer.Option("--flow", "-f", help="Table whose quarantined rows to replay.")],
     start: Annotated[
-        datetime | None, typer.Option(formats=DATE_FORMATS, help="Only rows from this event time on (UTC).")
+        str | None, typer.Option(help="Only rows from this event time on (UTC, e.g. 2026-03-01; empty: all).")
     ] = None,
     end: Annotated[
-        datetime | None, typer.Option(formats=DATE_FORMATS, help="Only rows before this event time (UTC).")
+        str | None, typer.Option(help="Only rows before this event time (UTC; empty: all).")
     ] = None,
     reason: Annotated[
-        str | None, typer.Option(help="Only rows that failed this expectation (its label, as quarantined).")
+        str | None,
+        typer.Option(help="Only rows that failed this expectation (its label, as quarantined; empty: all)."),
     ] = None,
 ) -> None:
     """Send a table's quarantined rows through its current expectations again.
@@ -277,12 +281,13 @@ def replay(
     from lakehouse.run.replay import replay as run_replay  # deferred: Spark
 
     refuse(spec, spec.table(flow))  # before Spark starts
+    window = Slice(moment(start, "start"), moment(end, "end"))
     conf = settings()
     spark = spark_session(conf, app_name=f"lakehouse-{pipeline}-replay")
     view = RichTable(title=f"{pipeline}: replay of {flow}'s quarantine", title_justify="left")
     for column in ("quarantine version", "rows selected", "landed", "still quarantined"):
         view.add_column(column)
-    replays = run_replay(spark, conf, spec, flow, Slice(utc(start), utc(end)), reason)
+    replays = run_replay(spark, conf, spec, flow, window, reason or None)
     if not replays:
         console.print(f"{flow}: nothing was ever quarantined (no quarantine table yet)", highlight=False)
         return

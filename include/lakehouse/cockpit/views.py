@@ -38,7 +38,16 @@ ALERTS_SHOWN = timedelta(hours=24)
 MAX_POINTS = 240  # per flow and chart: enough for a 1,000-pixel-wide chart
 QUALITY_RUNS_SHOWN = 20
 # The factory's DAGs of a pipeline (lakehouse.orchestration.dags), by what the cockpit does with them.
-DAG_KINDS = ("stream_deploy", "stream_stop", "stream_monitor", "backfill", "incremental", "quality")
+DAG_KINDS = (
+    "stream_deploy",
+    "stream_stop",
+    "stream_monitor",
+    "backfill",
+    "incremental",
+    "quality",
+    "reset",
+    "replay",
+)
 
 
 def _iso(value: datetime | None) -> str | None:
@@ -50,8 +59,10 @@ def _age(now: datetime, then: datetime | None) -> float | None:
 
 
 def dag_ids(pipeline: Pipeline) -> dict[str, str]:
-    """The pipeline's DAG ids by kind (no ``quality`` DAG when nothing is checked)."""
-    kinds = [k for k in DAG_KINDS if k != "quality" or pipeline.checked_tables()]
+    """The pipeline's DAG ids by kind (no ``quality`` DAG when nothing is checked, no ``replay``
+    DAG when no quarantine can be replayed)."""
+    absent = {"quality": not pipeline.checked_tables(), "replay": not pipeline.replayable_tables()}
+    kinds = [k for k in DAG_KINDS if not absent.get(k)]
     return {kind: f"{pipeline.name}_{kind}" for kind in kinds}
 
 
@@ -162,9 +173,11 @@ def _summary(settings: Settings, pipeline: Pipeline, reads: Reads, now: datetime
     counts = _recent_counts(mine, pipeline.name, now - RECENT)
     verdicts = _verdicts(reads.results, pipeline.name)
     flows = []
+    replayable = pipeline.replayable_tables()
     for table in pipeline.ordered():
         flow = _flow(table, healths[table.name], heartbeats.get(table.name), counts.get(table.name, {}), now)
         flow["quality"] = verdicts.get(table.name)
+        flow["replayable"] = table in replayable
         if table.model is not None:  # the version the flow scores with now
             model = pipeline.model(table.model)
             version = reads.aliases.get((model.name, model.alias))

@@ -105,7 +105,7 @@ def replay(
 
 def refuse(pipeline: Pipeline, table: Table) -> None:
     """Refuse a table whose quarantined rows cannot be written again on their own."""
-    if not table.write.replays_rows or table.model is not None:
+    if not table.replays_quarantine:
         what = "scored rows" if table.model is not None else f"rows written as {table.write.describe()}"
         raise UsageError(
             f"{table.name}: its {what} are computed by its flow from its input, so its quarantined "

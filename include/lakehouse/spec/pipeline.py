@@ -115,6 +115,15 @@ class Pipeline:
         """Tables with something to check at rest (expectations or checks), in dependency order."""
         return tuple(t for t in self.ordered() if t.checks or t.expectations)
 
+    def replayable_tables(self) -> tuple[Table, ...]:
+        """Tables whose quarantined rows ``lakehouse replay`` can send through again: they have a
+        quarantine (an expectation with ``action='drop'``) and rows that stand on their own."""
+        return tuple(
+            t
+            for t in self.ordered()
+            if t.replays_quarantine and any(e.action == "drop" for e in t.expectations)
+        )
+
     # -- validation ----------------------------------------------------------------
     def _check_graph(self) -> None:
         seen: set[str] = set()

@@ -193,6 +193,13 @@ class Table:
         return quarantine_name(self.name)
 
     @property
+    def replays_quarantine(self) -> bool:
+        """Whether its quarantined rows can be written again on their own (``lakehouse replay``):
+        appended or upserted rows, not rows its flow computes (windows, change feeds, views,
+        scores), which a backfill recomputes."""
+        return self.write.replays_rows and self.model is None
+
+    @property
     def source(self) -> Source | None:
         """The source bronze reads: the first alternative (the one the deployment chose)."""
         return self.sources[0] if self.sources else None

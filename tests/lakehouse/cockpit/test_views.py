@@ -122,7 +122,10 @@ def test_the_overview_shows_each_flow_state_lag_drops_quality_and_alerts(
     assert (
         pipeline["dags"]["stream_deploy"] == "iot_stream_deploy"
         and pipeline["dags"]["quality"] == "iot_quality"
+        and (pipeline["dags"]["reset"], pipeline["dags"]["replay"]) == ("iot_reset", "iot_replay")
     )
+    # the quarantines a replay can send through again: appended rows, not windows or scores
+    assert [f for f, flow in flows.items() if flow["replayable"]] == ["bronze.device_events", SILVER]
     assert views.pipeline_of_dag({"iot": iot}, "iot_backfill") == "iot"
     assert views.pipeline_of_dag({"iot": iot}, "lakehouse_maintenance") is None
 

@@ -10,6 +10,8 @@ For pipeline ``iot``:
 ``iot_backfill``        daily data intervals = event-time slices; manual runs with start/end/flows
 ``iot_quality``         after table updates: the Great Expectations checks (if it declares some)
 ``iot_train``           manual: train, evaluate, register (and promote) its models (if it declares some)
+``iot_reset``           manual: stop flows, rebuild them with their new code, deploy them again
+``iot_replay``          manual: quarantined rows judged again by the current expectations
 ======================  ===========================================================================
 
 and, for the whole lake, ``lakehouse_maintenance``. Another kind of DAG is one builder appended
@@ -26,6 +28,7 @@ from typing import TYPE_CHECKING
 
 from lakehouse import registry
 from lakehouse.core.config import Settings, settings
+from lakehouse.orchestration.dags.changes import replay_dags, reset_dags
 from lakehouse.orchestration.dags.maintenance import maintenance_dags
 from lakehouse.orchestration.dags.quality import quality_dags
 from lakehouse.orchestration.dags.runs import backfill_dags, incremental_dags, train_dags
@@ -46,6 +49,8 @@ PIPELINE_BUILDERS: list[Callable[[Pipeline, Settings], list[DAG]]] = [
     backfill_dags,
     quality_dags,
     train_dags,
+    reset_dags,
+    replay_dags,
 ]
 """One function per kind of DAG, each called with every registered pipeline."""
 
