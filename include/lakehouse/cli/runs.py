@@ -217,9 +217,7 @@ def reset(
     flows = split(flow)
     if not flows:
         raise UserError("name the tables to reset with --flow (lakehouse plan names those a change broke)")
-    names = [t.name for t in spec.select(flows)]
-    if downstream:
-        names += [t.name for n in list(names) for t in spec.downstream(n) if t.name not in names]
+    names = [t.name for t in (spec.with_downstream if downstream else spec.select)(flows)]
     conf = settings()
     control = FlowControl.of(conf, pipeline)
     deployed = {n: d for n in names if (d := control.deployment(n)) is not None}

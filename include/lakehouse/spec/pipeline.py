@@ -104,6 +104,12 @@ class Pipeline:
                 reached.add(table.name)
         return tuple(t for t in self.ordered() if t.name in reached and t.name != name)
 
+    def with_downstream(self, names: Iterable[str]) -> tuple[Table, ...]:
+        """The named tables and every table that reads one of them, in dependency order."""
+        named = [t.name for t in self.select(list(names))] if names else []
+        wanted = set(named).union(t.name for n in named for t in self.downstream(n))
+        return tuple(t for t in self.ordered() if t.name in wanted)
+
     def select(self, names: Iterable[str] | None) -> tuple[Table, ...]:
         """The named tables (all if none) in dependency order; unknown names fail clearly."""
         if not names:

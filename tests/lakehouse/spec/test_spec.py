@@ -363,3 +363,12 @@ def test_each_kind_takes_only_its_write_modes() -> None:
         Recompute(),
     )
     assert [bronze().kind, silver().kind] == ["ingest", "streaming"]
+
+
+def test_with_downstream_adds_every_reader_in_dependency_order(iot) -> None:
+    silver_and_readers = [t.name for t in iot.with_downstream(["silver.device_events"])]
+    assert silver_and_readers == [
+        "silver.device_events", "gold.device_type_stats", "gold.device_status", "gold.device_anomaly_scores",
+    ]  # fmt: skip
+    assert [t.name for t in iot.with_downstream(["gold.device_status"])] == ["gold.device_status"]
+    assert iot.with_downstream([]) == ()

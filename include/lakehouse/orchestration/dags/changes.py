@@ -54,9 +54,8 @@ def reset_dags(pipeline: Pipeline, conf: Settings) -> list[DAG]:
             if not params["flows"]:
                 raise ValueError("trigger with params.flows: the tables to reset (see `lakehouse plan`)")
             run_conf = settings()
-            flows = [t.name for t in pipeline.select(params["flows"])]
-            if params["downstream"]:
-                flows += [t.name for n in list(flows) for t in pipeline.downstream(n) if t.name not in flows]
+            chosen = pipeline.with_downstream if params["downstream"] else pipeline.select
+            flows = [t.name for t in chosen(params["flows"])]
             control = FlowControl.of(run_conf, pipeline.name)
             deployed = {f: d.interval for f in flows if (d := control.deployment(f)) is not None}
             for flow, message in operations.stop(run_conf, pipeline, flows).items():
