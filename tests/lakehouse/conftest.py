@@ -343,12 +343,24 @@ def secured_server(
     from lakehouse.serving.passwords import PasswordFile
 
     home = tmp_path_factory.mktemp("secured")
-    PasswordFile(home / "users").set("analyst", "analyst-password")
+    users = PasswordFile(home / "users")
+    for user in ("analyst", "bob", "piper", "carol"):
+        users.set(user, f"{user}-password")
+    # read grants (test_grants.py): the analyst reads everything, bob one silver table, piper the
+    # iot pipeline, carol (not named) what everyone may read: gold.device_type_stats
+    grants = {
+        "*": {"tables": ["gold.device_type_stats"]},
+        "analyst": {"schemas": ["*"]},
+        "bob": {"tables": ["silver.device_events"]},
+        "piper": {"pipelines": ["iot"]},
+    }
+    (home / "grants.json").write_text(json.dumps(grants))
     server = start_server(
         home,
         demo_root,
         spark_master="local[1]",
         serve_password_file=str(home / "users"),
+        sql_grants_file=str(home / "grants.json"),
         # with a metastore, every refresh compares the whole catalog (other processes may change
         # it): 8% of a core at 3 s, for the rest of the run; 10 s keeps it near 2 %
         catalog_refresh_seconds="10",

@@ -207,6 +207,12 @@ class Settings(BaseSettings):
         "(spark.driver.maxResultSize): a larger result fails with the reason instead of exhausting the "
         "server's memory for everyone; aggregate, filter or LIMIT it; 0: no cap.",
     )
+    sql_grants_file: Path | None = Field(
+        default=None,
+        description="JSON file of what each SQL login may read, by pipeline, schema or table "
+        '(`{"*": {"schemas": ["gold"]}, "alice": {"pipelines": ["iot"]}}`; docs/query.md); '
+        "re-read while the server runs. Unset: every login reads every table.",
+    )
     serve_password_file: Path | None = Field(
         default=None,
         description="Users and password hashes of the SQL server (`lakehouse users add NAME`). "
@@ -274,6 +280,8 @@ class Settings(BaseSettings):
             env["LAKEHOUSE_METASTORE_URI"] = self.metastore_uri
         if self.serve_password_file:
             env["LAKEHOUSE_SERVE_PASSWORD_FILE"] = str(self.serve_password_file)
+        if self.sql_grants_file:
+            env["LAKEHOUSE_SQL_GRANTS_FILE"] = str(self.sql_grants_file)
         if self.control_dir:
             env["LAKEHOUSE_CONTROL_DIR"] = self.control_dir
         if self.driver_java_options:

@@ -11,12 +11,17 @@ session over the shared catalog. On a cluster it is started like any driver, in 
 from __future__ import annotations
 
 import logging
+import shutil
 import socket
+import tempfile
 import time
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from lakehouse.core.errors import UsageError
+from lakehouse.serving.catalog import load_pipelines
 from lakehouse.serving.engine import require_read_only, serving_session, sync_catalog
+from lakehouse.serving.grants import SYSTEM_PROPERTY, GrantsError, Publisher
 from lakehouse.serving.jvm import trust
 from lakehouse.serving.passwords import server_conf
 from lakehouse.state import storage
@@ -60,6 +65,20 @@ def wait_listening(host: str, port: int, timeout: float, stop: threading.Event) 
     return False
 
 
+def _grants(settings: Settings) -> Publisher | None:
+    """The read grants' publisher, with a first resolution from the specs alone (the JVM must
+    find a file from its first statement on: without one it grants nothing)."""
+    if settings.sql_grants_file is None:
+        return None
+    target = Path(tempfile.mkdtemp(prefix="lakehouse-grants-")) / "grants.json"
+    publisher = Publisher(settings.sql_grants_file, target)
+    try:
+        publisher.publish(load_pipelines(settings.pipelines_package), ())
+    except GrantsError as exc:
+        raise ServeError(str(exc)) from None
+    return publisher
+
+
 def serve(
     settings: Settings,
     host: str,
@@ -81,11 +100,13 @@ def serve(
         **server_conf(settings),  # password authentication, when a password file is set
         **settings.serve_conf,
     }
+    grants = _grants(settings)
+    properties = {**hive_conf, **({SYSTEM_PROPERTY: str(grants.target)} if grants else {})}
     # Every HiveConf in the JVM must see these: the server's (which, with a Hive metastore,
     # reuses the metastore client's) and the fresh ones its LDAP/CUSTOM authenticators read. Hive
     # applies JVM system properties to each HiveConf it creates, so they are set at JVM launch.
     spark = serving_session(
-        settings, app_name="lakehouse-serve", system_properties=hive_conf, allow_writes=allow_writes
+        settings, app_name="lakehouse-serve", system_properties=properties, allow_writes=allow_writes
     )
     try:
         keeper = spark
@@ -95,11 +116,14 @@ def serve(
             trust(keeper)
         report = sync_catalog(keeper, settings)
         log.info("catalog: %s", report.summary())
+        if grants:
+            grants.publish(load_pipelines(settings.pipelines_package), report.target.tables)
         if stop.is_set():  # stopped while starting
             return
         jvm = storage.jvm(spark)
-        for key, value in hive_conf.items():
-            spark.conf.set(key, value)
+        for key, value in properties.items():
+            if key in hive_conf:
+                spark.conf.set(key, value)
             jvm.java.lang.System.setProperty(key, value)  # a driver started by spark-submit
         server = getattr(jvm, THRIFT_SERVER).startWithSparkSession(spark._jsparkSession, False)  # noqa: SLF001  # it needs the JVM session
         try:
@@ -123,8 +147,15 @@ def serve(
                     continue
                 if report.changed:
                     log.info("catalog: %s", report.summary())
+                if grants:
+                    try:
+                        grants.publish(load_pipelines(settings.pipelines_package), report.target.tables)
+                    except GrantsError as exc:  # an edit in progress: the last grants stay
+                        log.error("read grants not updated, the previous ones stay: %s", exc)
         finally:
             log.info("stopping the Thrift server")
             server.stop()
     finally:
         spark.stop()
+        if grants:
+            shutil.rmtree(grants.target.parent, ignore_errors=True)

@@ -71,6 +71,9 @@ import scala.runtime.BoxedUnit;
  *       insist on catalog relations: that part is the parser's.
  * </ol>
  *
+ * <p>With read grants ({@link ReadGrants}), the check also refuses tables the statement's user
+ * was not granted.
+ *
  * <p>Off when the process runs with {@code -Dlakehouse.sql.allowWrites=true} or {@code
  * spark.lakehouse.sql.allowWrites=true} (SparkConf, fixed at launch), and for sessions passed to
  * {@link #trust} (the serving process's own session that registers the catalog).
@@ -446,7 +449,7 @@ public final class ReadOnlySqlExtension extends AbstractFunction1<SparkSessionEx
           session.sessionState().conf().setConfString(LEAF_PARALLELISM, shortTasks);
         }
         guardSettings();
-        new ParsedCheck(settable).statement(plan);
+        new ParsedCheck(session, settable).statement(plan);
         if (shortTasks != null && PARSED_STATEMENTS.contains(plan.getClass().getName())
             && !(plan instanceof SetCommand) && !(plan instanceof ResetCommand)) {
           // SHOW/DESCRIBE: Delta reads a table's history with spark.range over the versions, one
@@ -535,9 +538,11 @@ public final class ReadOnlySqlExtension extends AbstractFunction1<SparkSessionEx
 
   /** The allow-list walk over a parsed (unresolved) plan: every node and every field. */
   static final class ParsedCheck {
+    private final SparkSession session;
     private final Set<String> settable;
 
-    ParsedCheck(Set<String> settable) {
+    ParsedCheck(SparkSession session, Set<String> settable) {
+      this.session = session;
       this.settable = settable;
     }
 
@@ -629,6 +634,15 @@ public final class ReadOnlySqlExtension extends AbstractFunction1<SparkSessionEx
           if (arg instanceof Literal && ((Literal) arg).value() != null && looksLikePath(((Literal) arg).value().toString())) {
             throw refused("file paths cannot be queried (" + fn + "(" + arg.sql() + "))");
           }
+        }
+        Set<String> granted = fn.equals("table_changes") ? ReadGrants.forCurrentUser() : null;
+        if (granted != null) { // the change feed's relation names no catalog table: check the name
+          Expression table = f.functionArgs().isEmpty() ? null : f.functionArgs().head();
+          if (!(table instanceof Literal) || ((Literal) table).value() == null) {
+            throw refused("table_changes needs the table's name as a constant string here, e.g. "
+                + "table_changes('gold.device_status', 0)");
+          }
+          ReadGrants.checkName(session, ((Literal) table).value().toString(), granted);
         }
       }
       fields(plan);
@@ -754,6 +768,10 @@ public final class ReadOnlySqlExtension extends AbstractFunction1<SparkSessionEx
         checkReset((ResetCommand) plan, settable(session));
       }
       walk(plan, true);
+      Set<String> granted = ReadGrants.forCurrentUser();
+      if (granted != null) {
+        ReadGrants.check(session, plan, granted);
+      }
       return BoxedUnit.UNIT;
     }
 
