@@ -32,11 +32,12 @@ SCORES = "gold.device_anomaly_scores"
 UPSTREAM = ["bronze.device_events", "silver.device_events"]
 
 
-def land(lake: Lake, iot: Pipeline, wave: int) -> None:
-    generate(
+def land(lake: Lake, iot: Pipeline, wave: int) -> dict[str, str]:
+    """Land one hour of events; the anomalies the generator planted (event id -> kind)."""
+    return generate(
         Landing(lake, iot), events=1200, seed=wave, start=START + timedelta(hours=wave),
         end=START + timedelta(hours=wave + 1), anomaly_fraction=0.02, late_fraction=0.0,
-    )  # fmt: skip
+    ).anomalies  # fmt: skip
 
 
 def scores(spark, lake: Lake):
@@ -50,7 +51,7 @@ def scenario(spark, iot: Pipeline, tmp_path_factory: pytest.TempPathFactory) -> 
     lake = Lake(str(tmp_path_factory.mktemp("models") / "lake"))
     store = ModelStore(lake)
     model = iot.model("iot_anomaly")
-    land(lake, iot, 0)
+    planted = land(lake, iot, 0)
     with StreamRunner(spark, lake, iot) as runner:
         runner.run_incremental(iot.select(UPSTREAM))
     first = train(
@@ -72,7 +73,41 @@ def scenario(spark, iot: Pipeline, tmp_path_factory: pytest.TempPathFactory) -> 
     finally:
         query.stop()
         runner.close()
-    return {"lake": lake, "first": first, "second": second, "query_id": str(query.id)}
+    return {"lake": lake, "first": first, "second": second, "query_id": str(query.id), "planted": planted}
+
+
+def test_the_registered_metrics_are_those_of_the_held_out_rows_and_the_planted_anomalies(
+    spark, scenario: dict
+) -> None:
+    """Precision and recall recomputed here, in plain Python, from the rows training held out (silver
+    at the version it read, in the evaluation range), the model's own rule over its artifact
+    (more than k MADs from the type's median) and the anomalies the generator planted."""
+    version = scenario["first"].version
+    held_out = (
+        spark.read.format("delta")
+        .option("versionAsOf", version.trained_on_version)
+        .load(scenario["lake"].table("silver.device_events"))
+        .where(
+            f"event_time >= '{version.eval_start.isoformat()}' AND event_time < '{version.eval_end.isoformat()}'"
+        )
+        .select("event_id", "device_type", "signal")
+        .collect()
+    )
+    assert len(held_out) == version.eval_rows
+    types, k = version.artifact["types"], float(version.artifact["k"])
+    flagged = {
+        r.event_id
+        for r in held_out
+        if r.device_type in types
+        and abs(r.signal - types[r.device_type]["median"]) / types[r.device_type]["mad"] > k
+    }
+    labelled = {r.event_id for r in held_out} & set(scenario["planted"])
+    assert labelled, "the evaluation range holds planted anomalies"
+    assert version.metrics["precision"] == pytest.approx(
+        len(flagged & labelled) / len(flagged), abs=5e-5
+    )  # stored to 4 places
+    assert version.metrics["recall"] == pytest.approx(len(flagged & labelled) / len(labelled), abs=5e-5)
+    assert version.metrics["labelled"] == len(labelled)
 
 
 def _continuous():
