@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import json
 import os
@@ -342,6 +343,7 @@ def stack():
     from lakehouse.sources.kafka import close_producers
 
     with contextlib.ExitStack() as running:
+        running.callback(shutil.rmtree, home, ignore_errors=True)  # last: the engines' data (74 MB)
         started = running.enter_context(topology.running(Settings(stack_dir=home), topology.ENGINES))
         running.callback(close_producers)  # before the broker stops
         stop = stop_on_leaving("stack", running.close)
@@ -351,7 +353,9 @@ def stack():
 
 # --------------------------------------------------------------------------- Airflow
 # Airflow imported by these tests (DAG objects, hooks) gets a home of its own, not ~/airflow.
-os.environ.setdefault("AIRFLOW_HOME", tempfile.mkdtemp(prefix="lakehouse-tests-airflow-"))
+if "AIRFLOW_HOME" not in os.environ:
+    os.environ["AIRFLOW_HOME"] = tempfile.mkdtemp(prefix="lakehouse-tests-airflow-")
+    atexit.register(shutil.rmtree, os.environ["AIRFLOW_HOME"], ignore_errors=True)
 
 
 @pytest.fixture(scope="session")

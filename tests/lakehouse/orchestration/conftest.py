@@ -10,7 +10,6 @@ import os
 import signal
 import subprocess
 import sys
-import tempfile
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
@@ -104,9 +103,9 @@ def airflow_run(dag_env: dict[str, str]):
 
 
 @pytest.fixture(scope="session")
-def stack_airflow_db(stack) -> str:
+def stack_airflow_db(stack, tmp_path_factory: pytest.TempPathFactory) -> str:
     """Airflow's metadata database on the stack's Postgres, migrated once per session."""
-    env = {**airflow_env(Path(tempfile.mkdtemp(prefix="lakehouse-stack-airflow-"))),
+    env = {**airflow_env(tmp_path_factory.mktemp("stack-airflow")),
            "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": stack.database_url}  # fmt: skip
     result = subprocess.run(
         [str(BIN / "airflow"), "db", "migrate"], env=env, capture_output=True, text=True, timeout=900
