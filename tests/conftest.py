@@ -62,7 +62,7 @@ os.environ.setdefault("LAKEHOUSE_SPARK_CONF", json.dumps(TEST_SPARK_CONF))
 # longest tests are the ones with drivers.
 os.environ.setdefault("LAKEHOUSE_DRIVER_NICE", "0")
 
-# `make test` runs the suite on two pytest-xdist workers (`-n 2 --dist loadgroup`): a test file
+# `make test` runs the suite on three pytest-xdist workers (`-n 3 --dist loadgroup`): a test file
 # is one unit of work (its module fixtures are built once), and tests sharing an expensive
 # session fixture form one unit across files, so each is built once per run, not once per worker.
 # pytest-xdist 3.8's own loadgroup renames items, which pytest 9 ignores (each test became a unit
@@ -74,7 +74,7 @@ SHARED_FIXTURES = {
     "fresh_iot_once": "fresh_iot",
 }
 # The units of half a minute or more, longest first (seconds in a fresh-clone run on 2 cores): the
-# long ones start first and the short ones fill in at the end, so that neither worker runs on
+# long ones start first and the short ones fill in at the end, so that no worker runs on
 # alone. In collection order, crm's and the README's units came last: one worker ran about
 # 100 s longer than the other.
 LONGEST_FIRST = (
