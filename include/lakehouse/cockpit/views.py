@@ -23,7 +23,7 @@ from lakehouse.models.store import ModelStore
 from lakehouse.monitoring.alerts import AlertLog
 from lakehouse.monitoring.ops_tables import exists, rs_uri
 from lakehouse.monitoring.progress import PHASES, ProgressLog
-from lakehouse.monitoring.status import table_stats
+from lakehouse.monitoring.status import CODE_HISTORY, code_of, code_versions, table_stats
 from lakehouse.orchestration import operations
 from lakehouse.quality.results import QualityLog
 from lakehouse.spec.table import QUARANTINE_REASONS as FAILED
@@ -357,11 +357,38 @@ def _quality_history(results: pl.DataFrame, table: str) -> dict[str, Any]:
     }
 
 
+# Per table (path and Delta table id: a reset makes a new table at the same path): the newest
+# version read, and each code version's (first, last) table version.
+_CODE_SPANS: dict[tuple[str, str], tuple[int, dict[str, tuple[int, int]]]] = {}
+
+
+def _code_spans(
+    table: DeltaTable, path: str, version: int, newest: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """Which code versions wrote the table, and which of its versions each wrote (latest code
+    first), from the commits read so far: a refresh reads only the commits since the last one."""
+    key = (path, table.metadata().id)
+    seen, spans = _CODE_SPANS.get(key, (-1, {}))
+    missing = version - seen
+    commits = newest if missing <= len(newest) else table.history(min(missing, CODE_HISTORY))
+    spans = dict(spans)
+    for code, first, last in code_versions([c for c in commits if c.get("version", -1) > seen]):
+        old = spans.get(code, (first, last))
+        spans[code] = (min(old[0], first), max(old[1], last))
+    _CODE_SPANS[key] = (version, spans)
+    ordered = sorted(spans.items(), key=lambda span: -span[1][1])
+    return [{"code": code, "first": first, "last": last} for code, (first, last) in ordered]
+
+
 def _table(lake: Lake, table: Table, results: pl.DataFrame) -> dict[str, Any]:
     stats = table_stats(lake, table.name)
     history = []
+    codes: list[dict[str, Any]] = []
     if stats.exists:
-        for commit in DeltaTable(rs_uri(lake.table(table.name))).history(10):
+        path = rs_uri(lake.table(table.name))
+        delta = DeltaTable(path)
+        commits = delta.history(10)
+        for commit in commits:
             metrics = commit.get("operationMetrics") or {}
             history.append(
                 {
@@ -369,8 +396,11 @@ def _table(lake: Lake, table: Table, results: pl.DataFrame) -> dict[str, Any]:
                     "at": _iso(datetime.fromtimestamp(commit["timestamp"] / 1000, tz=UTC)),
                     "operation": commit.get("operation"),
                     "rows_out": metrics.get("numOutputRows") or metrics.get("numTargetRowsInserted"),
+                    "code": code_of(commit.get("userMetadata")),
                 }
             )
+        if stats.version is not None:
+            codes = _code_spans(delta, path, stats.version, commits)
     return {
         "name": table.name,
         "layer": table.layer,
@@ -385,6 +415,7 @@ def _table(lake: Lake, table: Table, results: pl.DataFrame) -> dict[str, Any]:
         "quarantine": _quarantine(lake, table),
         "quality": _quality_history(results, table.name),
         "history": history,
+        "code_versions": codes,
     }
 
 

@@ -3,6 +3,7 @@ write; seeded here as they would be (no Spark), read back as the pages and Prome
 
 from __future__ import annotations
 
+import shutil
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
@@ -185,3 +186,48 @@ def test_prometheus_exposition_parses_with_a_value_per_flow(tmp_path: Path, iot:
     assert value("lakehouse_table_quarantine_rows", table=SILVER) == 3
     assert value("lakehouse_table_quality_failures", table=SILVER) == 1
     assert value("lakehouse_flow_model_version", flow="gold.device_anomaly_scores", model="iot_anomaly") == 2
+
+
+def test_a_table_card_says_which_code_versions_wrote_which_table_versions(
+    tmp_path: Path, iot: Pipeline
+) -> None:
+    """Commits carry the code version that wrote them (``delta.written_by``); the card spans them
+    over the whole log, reading only the new commits on a refresh (more than the 10 it lists)."""
+    import json
+
+    from deltalake import CommitProperties
+
+    now = datetime.now(UTC)
+    conf = seed(tmp_path, iot, now)
+    path = Lake.from_settings(conf).table("gold.device_status")
+
+    def commit(code: str | None) -> None:
+        metadata = {"userMetadata": json.dumps({"lakehouse_code": code})} if code else {}
+        write_deltalake(path, pa.table({"device": ["d1"]}), mode="append",
+                        commit_properties=CommitProperties(custom_metadata=metadata))  # fmt: skip
+
+    for code in ["v1"] * 12 + [None] + ["v2"] * 3:  # versions 0-11 by v1, 12 by hand, 13-15 by v2
+        commit(code)
+
+    def card() -> dict:
+        return {t["name"]: t for t in views.pipeline_page(conf, iot, hours=1, now=now)["tables"]}[
+            "gold.device_status"
+        ]
+
+    first = card()
+    assert first["code_versions"] == [
+        {"code": "v2", "first": 13, "last": 15},
+        {"code": "v1", "first": 0, "last": 11},
+    ]
+    assert [h["code"] for h in first["history"]][:4] == ["v2", "v2", "v2", None]
+    for code in ["v1", "v3"]:  # a rollback to v1's code, then v3
+        commit(code)
+    assert card()["code_versions"] == [
+        {"code": "v3", "first": 17, "last": 17},
+        {"code": "v1", "first": 0, "last": 16},
+        {"code": "v2", "first": 13, "last": 15},
+    ]
+    shutil.rmtree(path)  # a reset: a new table at the same path, with a new Delta table id
+    for code in ["v4"] * 20:
+        commit(code)
+    assert card()["code_versions"] == [{"code": "v4", "first": 0, "last": 19}]
