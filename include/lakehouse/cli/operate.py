@@ -8,6 +8,7 @@ else to ``LAKEHOUSE_SPARK_MASTER`` (default ``local[*]``).
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -21,6 +22,7 @@ from lakehouse.cli.kit import (
     use_platform_airflow_home,
 )
 from lakehouse.core.config import settings
+from lakehouse.state.control import FlowControl
 
 app = typer.Typer()
 
@@ -44,7 +46,9 @@ def deploy(
 ) -> None:
     """Start flows as continuous streams in a detached spark-submit driver.
 
-    What the <pipeline>_stream_deploy DAG does; flows that already run are left alone.
+    Flows that already run are left alone. The <pipeline>_stream_deploy DAG plans first (and
+    restarts running flows whose code changed compatibly); here, a driver refuses to start a flow
+    its checkpoint cannot take, with the reasons `lakehouse plan` gives.
     """
     use_platform_airflow_home()
     from lakehouse.orchestration import operations  # deferred: Airflow and polars take seconds
@@ -112,6 +116,12 @@ def plan(
     pipeline: PipelineArgument,
     flow: FlowOption = None,
     as_json: Annotated[bool, typer.Option("--json", help="One JSON object per flow, in a list.")] = False,
+    output: Annotated[
+        Path | None,
+        typer.Option(
+            help="Also write the plan to this JSON file (the latest plan, which the cockpit shows, is kept anyway)."
+        ),
+    ] = None,
 ) -> None:
     """What deploying the pipeline's current code does to each flow, before it runs.
 
@@ -134,6 +144,7 @@ def plan(
     spec.select(flows)  # unknown flow names fail before Spark starts
     spark = spark_session(conf, app_name=f"lakehouse-{pipeline}-plan")
     plans = plan_flows(spark, Lake.from_settings(conf), spec, flows)
+    FlowControl.of(conf, pipeline).record_plan([p.to_dict() for p in plans], also=output)
     if as_json:
         print(json.dumps([p.to_dict() for p in plans], indent=2))
         return

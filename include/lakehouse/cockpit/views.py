@@ -27,6 +27,7 @@ from lakehouse.monitoring.status import CODE_HISTORY, code_of, code_versions, ta
 from lakehouse.orchestration import operations
 from lakehouse.quality.results import QualityLog
 from lakehouse.spec.table import QUARANTINE_REASONS as FAILED
+from lakehouse.state.control import FlowControl
 
 if TYPE_CHECKING:
     from lakehouse.core.config import Settings
@@ -441,6 +442,7 @@ def pipeline_page(
         "series": _series(mine, start, now),
         "phases": list(PHASES),
         "tables": tables,
+        "plan": FlowControl.of(settings, pipeline.name).latest_plan(),
     }
 
 

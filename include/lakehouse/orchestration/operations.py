@@ -12,7 +12,10 @@ Deploy, restart and stop of one pipeline are serialized by a lock.
 
 from __future__ import annotations
 
+import json
 import logging
+import os
+import re
 import socket
 import time
 import uuid
@@ -29,7 +32,13 @@ from lakehouse.core.processes import Proc, terminate
 from lakehouse.monitoring.health import FlowHealth, evaluate
 from lakehouse.monitoring.ops_tables import exists
 from lakehouse.monitoring.progress import ProgressLog
-from lakehouse.orchestration.submit import SPARK_CONN_ID, driver_spec, launch_detached, submit_command
+from lakehouse.orchestration.submit import (
+    SPARK_CONN_ID,
+    driver_spec,
+    launch_detached,
+    submit_command,
+    submit_hook,
+)
 from lakehouse.spec import Pipeline, SpecError, parse_duration
 from lakehouse.state.control import Deployment, FlowControl
 
@@ -242,6 +251,56 @@ def deploy(
         if flow in to_start:
             messages[flow] += f" (after waiting {seconds:.0f} s for the incremental run that held it)"
     return {flow: messages[flow] for flow in flows}
+
+
+def plan(settings: Settings, pipeline: Pipeline, flows: Sequence[str], run: str,
+         conn_id: str = SPARK_CONN_ID) -> dict[str, Any]:  # fmt: skip
+    """What deploying ``flows`` does to each (``lakehouse plan``, in a driver submitted through
+    the Spark connection), kept as the pipeline's latest plan. Without a driver when none of them
+    has a checkpoint yet: a first deploy has nothing to compare."""
+    from lakehouse.plan.compatibility import FlowPlan, code_version  # deferred: pyspark (no JVM)
+
+    control = FlowControl.of(settings, pipeline.name)
+    lake = Lake.from_settings(settings)
+    tables = pipeline.select(flows)
+    if not any(_may_have_checkpoint(lake.checkpoint(pipeline.name, t.name)) for t in tables):
+        log.info("no flow of %s has a checkpoint yet: a first deploy, no plan to compute", pipeline.name)
+        new = [FlowPlan(t.name, "new", code_version(pipeline, t), None, needs="first start") for t in tables]
+        return control.record_plan([p.to_dict() for p in new])
+    target = control.dir / "plans" / f"{re.sub(r'[^A-Za-z0-9._-]', '_', run)}.json"
+    args = ["plan", pipeline.name, "--flow", ",".join(t.name for t in tables), "--output", str(target)]
+    spec = driver_spec(settings, f"lakehouse-{pipeline.name}-plan", args)
+    submit_hook(spec, conn_id).submit(spec.application)
+    return json.loads(target.read_text())
+
+
+def _may_have_checkpoint(path: str) -> bool:
+    """Whether a checkpoint may exist at ``path`` (checked on local disks; elsewhere: maybe)."""
+    local = path.removeprefix("file:")
+    return "://" in local or os.path.isdir(os.path.join(local, "offsets"))
+
+
+def incompatible(plan: dict[str, Any]) -> list[str]:
+    """The flows a plan says cannot restart on their checkpoints."""
+    return [f["flow"] for f in plan["flows"] if f["status"] == "incompatible"]
+
+
+def plan_markdown(plan: dict[str, Any]) -> str:
+    """A plan as Markdown, for an approval in Airflow's UI."""
+    lines = ["| flow | plan | why | columns | needs |", "|---|---|---|---|---|"]
+    for f in plan["flows"]:
+        cells = [f["flow"], f"**{f['status']}**", "; ".join(f.get("reasons") or ()) or "-",
+                 "; ".join(f.get("columns") or ()) or "-", f.get("needs") or "-"]  # fmt: skip
+        lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
+    return "\n".join(lines)
+
+
+def restart_changed(settings: Settings, pipeline: Pipeline, plan: dict[str, Any]) -> dict[str, str]:
+    """Stop the running flows whose code changed compatibly, so that the deploy that follows
+    starts them on their checkpoints with the new code (a running flow is otherwise left alone)."""
+    control = FlowControl.of(settings, pipeline.name)
+    changed = [f["flow"] for f in plan["flows"] if f["status"] == "compatible" and control.running(f["flow"])]
+    return stop(settings, pipeline, changed) if changed else {}
 
 
 def _wait_for_incremental_runs(

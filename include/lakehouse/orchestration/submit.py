@@ -120,13 +120,19 @@ def ensure_connection(conn_id: str, default_master: str | None) -> str:
     return str(connection.host or connection.conn_type)
 
 
+def submit_hook(spec: SubmitSpec, conn_id: str = SPARK_CONN_ID) -> SparkSubmitHook:
+    """The provider's hook for ``spec``: ``.submit(spec.application)`` runs it, blocking, and logs
+    the driver's output (what ``SparkSubmitOperator`` does, inside another task)."""
+    operator_only = ("application", "pool", "on_execute_callback")
+    return SparkSubmitHook(
+        **{k: v for k, v in spec.operator_kwargs(conn_id).items() if k not in operator_only}
+    )
+
+
 def submit_command(spec: SubmitSpec, conn_id: str = SPARK_CONN_ID) -> tuple[list[str], dict[str, str]]:
     """The spark-submit command line and environment the provider's hook builds from the connection."""
 
-    operator_only = ("application", "pool", "on_execute_callback")
-    hook = SparkSubmitHook(
-        **{k: v for k, v in spec.operator_kwargs(conn_id).items() if k not in operator_only}
-    )
+    hook = submit_hook(spec, conn_id)
     # The provider's hook builds the command only privately (its public API runs it, blocking).
     command = hook._build_spark_submit_command(spec.application)  # noqa: SLF001
     return command, {**os.environ, **(hook._env or {})}  # noqa: SLF001

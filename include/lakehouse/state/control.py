@@ -39,9 +39,9 @@ import threading
 import time
 import uuid
 from dataclasses import asdict, dataclass, replace
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from lakehouse.core import times
 from lakehouse.core.errors import OperationFailed
@@ -236,6 +236,25 @@ class FlowControl:
                 yield
             finally:
                 fcntl.flock(handle, fcntl.LOCK_UN)
+
+    # ------------------------------------------------------------------ plans
+    def record_plan(self, flows: list[dict[str, Any]], also: Path | None = None) -> dict[str, Any]:
+        """Keep a computed plan (``lakehouse plan``'s flows) as the pipeline's latest, which the
+        cockpit shows, and also at ``also`` (a deploy run's own copy); returns the record."""
+        record = {"pipeline": self.pipeline, "computed_at": datetime.now(UTC).isoformat(), "flows": flows}
+        text = json.dumps(record, indent=1)
+        for path in (self.dir / "plan.json", also):
+            if path is not None:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                _write_atomic(path, text)
+        return record
+
+    def latest_plan(self) -> dict[str, Any] | None:
+        """The plan last computed for this pipeline (by a deploy or `lakehouse plan`), if any."""
+        try:
+            return json.loads((self.dir / "plan.json").read_text())
+        except (FileNotFoundError, json.JSONDecodeError):
+            return None
 
     # ------------------------------------------------------------------ quarantine replays
     def pending_replay(self, flow: str) -> dict[str, object] | None:

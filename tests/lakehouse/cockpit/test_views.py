@@ -162,6 +162,10 @@ def test_the_pipeline_page_draws_the_graph_charts_and_tables(tmp_path: Path, iot
     assert [e["name"] for e in quality["expectations"]] == ["event_id_unique", "signal_in_range"]
     assert [e["results"] for e in quality["expectations"]] == [[True], [False]]
     assert tables[BRONZE]["version"] is None  # not written yet: no figures, no error
+    assert page["plan"] is None, "no deploy has planned yet"
+    planned = [{"flow": SILVER, "status": "incompatible", "reasons": ["aggregate re-keyed: (a) -> (a, b)"]}]
+    FlowControl.of(conf, "iot").record_plan(planned)
+    assert views.pipeline_page(conf, iot, hours=1, now=now)["plan"]["flows"] == planned
 
 
 def test_prometheus_exposition_parses_with_a_value_per_flow(tmp_path: Path, iot: Pipeline) -> None:

@@ -320,6 +320,8 @@ def test_the_cockpit_deploys_a_flow_sees_it_healthy_with_charts_and_stops_it(pla
                 f"{flow} is {flow_state(page, flow)} 7 minutes after the deploy"
             )
             page.wait_for_timeout(5000)
+        # the deploy's plan, on the page: a first deploy, every flow new
+        expect(page.locator(f'section[data-plan] tr[data-flow="{flow}"] .pill')).to_have_text("new")
         page.select_option("#range", "0.25")
         # bronze's charts fill: a series of one point is a dot (its path has no extent: "hidden")
         drawn = page.locator(".chart circle, .chart path[d*='L']")

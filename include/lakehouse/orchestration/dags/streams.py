@@ -8,23 +8,27 @@ from __future__ import annotations
 
 import logging
 from datetime import timedelta
+from typing import Any
 
-from airflow.sdk import DAG, AssetAlias, Param, get_current_context, task
+from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+from airflow.providers.standard.operators.hitl import ApprovalOperator
+from airflow.sdk import DAG, AssetAlias, Param, TriggerRule, get_current_context, task
 from airflow.sdk.exceptions import AirflowFailException
 
 from lakehouse.core.config import Settings, settings
 from lakehouse.core.lake import Lake
 from lakehouse.orchestration.dags.kit import doc, flows_param, pipeline_dag, table_asset, tables_doc
-from lakehouse.orchestration.submit import SPARK_CONN_ID, ensure_connection
+from lakehouse.orchestration.submit import SPARK_CONN_ID, driver_spec, ensure_connection
 from lakehouse.spec import Pipeline, parse_duration
 
 log = logging.getLogger("lakehouse.dags")
 
 
 def deploy_dags(pipeline: Pipeline, conf: Settings) -> list[DAG]:
+    names = list(pipeline.table_names)
     with pipeline_dag(
         pipeline, "stream_deploy",
-        description=f"Start the continuous Spark driver of {pipeline.name}'s flows",
+        description=f"Plan, then start {pipeline.name}'s continuous flows (an incompatible change waits for approval)",
         doc_md=doc("stream_deploy", pipeline=pipeline, spark_conn_id=SPARK_CONN_ID, tables=tables_doc(pipeline)),
         schedule=None,
         tags=("streaming",),
@@ -39,16 +43,80 @@ def deploy_dags(pipeline: Pipeline, conf: Settings) -> list[DAG]:
                 False, type="boolean",
                 description="One driver (JVM) per flow instead of one for all selected flows.",
             ),
+            "on_incompatible": Param(
+                "ask", type="string", enum=["ask", "refuse"],
+                description="A change a flow's checkpoint cannot take: ask for approval of its reset and "
+                            "rebuild (a task waits for an operator), or refuse the deploy with the plan.",
+            ),
         },
     ) as dag:  # fmt: skip
 
-        @task(task_id="deploy")
-        def deploy_flows() -> dict[str, str]:
+        @task(task_id="plan")
+        def plan_flows() -> dict[str, Any]:
+            """What the deploy does to each flow (``lakehouse plan``); nothing starts yet."""
             from lakehouse.orchestration import operations  # deferred: polars (DAG files parse without it)
+
+            context = get_current_context()
+            ensure_connection(SPARK_CONN_ID, default_master=None)
+            found = operations.plan(settings(), pipeline, context["params"]["flows"], context["run_id"])
+            for line in operations.plan_markdown(found).splitlines():
+                log.info("%s", line)
+            return found
+
+        @task.branch(task_id="decide")
+        def decide(found: dict[str, Any]) -> str:
+            """Straight to the deploy, or to an operator's approval when a flow cannot restart on
+            its checkpoint (``on_incompatible=refuse``: fail with the plan)."""
+            from lakehouse.orchestration import operations  # deferred: polars (as above)
+
+            context = get_current_context()
+            broken = operations.incompatible(found)
+            if not broken:
+                return "deploy"
+            text = operations.plan_markdown(found)
+            if context["params"]["on_incompatible"] == "refuse":
+                raise AirflowFailException(
+                    f"not deployed: {', '.join(broken)} cannot restart on their checkpoints "
+                    f"(on_incompatible=refuse); reset them (the {pipeline.name}_reset DAG) or deploy "
+                    f"with on_incompatible=ask.\n{text}"
+                )
+            context["ti"].xcom_push(key="incompatible", value=broken)
+            context["ti"].xcom_push(
+                key="body",
+                value=f"The new code of {', '.join(broken)} cannot restart on their checkpoints. Approve: "
+                "stop them and the flows that read them, archive their tables and checkpoints, rebuild "
+                "them from their upstreams with the new code, then deploy. Reject: deploy nothing.\n\n"
+                + text,
+            )
+            return "approve"
+
+        approve = ApprovalOperator(
+            task_id="approve",
+            subject=f"{pipeline.name}: reset and rebuild {{{{ ti.xcom_pull(task_ids='decide', "
+            "key='incompatible') | join(', ') }} for an incompatible change?",
+            body="{{ ti.xcom_pull(task_ids='decide', key='body') }}",
+            ignore_downstream_trigger_rules=True,  # a rejection skips the deploy too
+            defaults=[ApprovalOperator.REJECT],  # what an unanswered request becomes
+            response_timeout=timedelta(days=1),
+            execution_timeout=None,  # the wait is the response timeout's
+        )
+        args = ["reset", pipeline.name, "--downstream", "--flow",
+                "{{ ti.xcom_pull(task_ids='decide', key='incompatible') | join(',') }}"]  # fmt: skip
+        reset = SparkSubmitOperator(
+            task_id="reset", outlets=[table_asset(conf, t) for t in names], retries=0, execution_timeout=timedelta(hours=2),
+            **driver_spec(conf, f"lakehouse-{pipeline.name}-reset", args).operator_kwargs(),
+        )  # fmt: skip
+
+        @task(task_id="deploy", trigger_rule=TriggerRule.NONE_FAILED_MIN_ONE_SUCCESS)
+        def deploy_flows(found: dict[str, Any]) -> dict[str, str]:
+            """Start the flows that do not run; restart those whose code changed compatibly."""
+            from lakehouse.orchestration import operations  # deferred: polars (as above)
 
             params = get_current_context()["params"]
             run_conf = settings()
             ensure_connection(SPARK_CONN_ID, default_master=None)
+            for flow, message in operations.restart_changed(run_conf, pipeline, found).items():
+                log.info("%s: stopped to restart with its new code: %s", flow, message)
             messages = operations.deploy(
                 run_conf, pipeline, params["flows"], operations.spark_submit_launcher(run_conf, pipeline),
                 interval=params["interval"], isolate=params["isolate"],
@@ -57,7 +125,11 @@ def deploy_dags(pipeline: Pipeline, conf: Settings) -> list[DAG]:
                 log.info("%s: %s", flow, message)
             return messages
 
-        deploy_flows()
+        found = plan_flows()
+        chosen = decide(found)
+        deploy = deploy_flows(found)
+        chosen >> [deploy, approve]
+        approve >> reset >> deploy
     return [dag]
 
 

@@ -8,8 +8,11 @@ and on both, gold holds what plain Python computes from the landing files."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
+import subprocess
+import sys
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -27,6 +30,8 @@ from lakehouse.spec import Pipeline
 from lakehouse.state.control import Deployment, FlowControl
 from pipelines.iot.generator import Summary, generate
 
+ANSWER = Path(__file__).parents[1] / "answer_hitl.py"
+HITL_MARKER = "HITL-REQUEST "
 FLOWS = registry.get("pipelines", "iot").table_names  # the scores wait in quarantine: no model yet
 START = datetime(2026, 2, 1, 8, tzinfo=UTC)
 SIGNALS = ("avg_signal", "min_signal", "max_signal")
@@ -201,3 +206,101 @@ def test_the_monitor_fails_and_alerts_when_a_flow_is_out_of_restarts(
     [reason] = alerts[0]["message"].splitlines()  # the one failing flow
     assert reason.startswith("gold.device_status: EXHAUSTED")
     assert "restart budget is used (3 restarts in the last hour, budget 3)" in reason
+
+
+STATS = "gold.device_type_stats"
+
+
+def stats_per_type_and_device(events: Any) -> Any:
+    """The iot gold aggregate with one more key (as in tests/lakehouse/run/test_failures.py)."""
+    from pyspark.sql import functions as F
+
+    return (
+        events.groupBy(F.window("event_time", "10 minutes", "5 minutes").alias("window"), "device_type", "device")
+        .agg(F.count("*").alias("events"), F.avg("signal").alias("avg_signal"),
+             F.min("signal").alias("min_signal"), F.max("signal").alias("max_signal"))
+        .select(F.col("window.start").alias("window_start"), F.col("window.end").alias("window_end"),
+                "device_type", "device", "events", "avg_signal", "min_signal", "max_signal")
+    )  # fmt: skip
+
+
+def answer_later(env: dict[str, str], dag_id: str, task_id: str, option: str) -> subprocess.Popen[str]:
+    """An operator who answers ``option`` to ``task_id``'s request once it is pending, through
+    Airflow's REST API on the run's database (``answer_hitl.py``)."""
+    env = {**env, "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS": "True"}
+    args = [sys.executable, str(ANSWER), dag_id, task_id, option, "900"]
+    return subprocess.Popen(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+def request_seen(operator: subprocess.Popen[str]) -> dict[str, Any]:
+    output, _ = operator.communicate(timeout=120)
+    lines = [line for line in output.splitlines() if line.startswith(HITL_MARKER)]
+    assert operator.returncode == 0 and lines, output[-4000:]
+    return json.loads(lines[-1][len(HITL_MARKER) :])
+
+
+@pytest.mark.slow
+def test_a_deploy_plans_first_and_an_incompatible_change_waits_for_approval_then_resets(
+    spark, airflow_run, dag_env: dict[str, str], iot: Pipeline, reap_drivers, truth_of_landing
+) -> None:
+    """The deployed checkpoints were written by other code: the gold aggregate with one more key
+    (the declared code's key is a change of state) and a status transform that differs only in
+    its code (compatible). The deploy DAG plans, asks an operator, deploys nothing on *Reject*,
+    and on *Approve* resets and rebuilds the aggregate with the declared code, then deploys."""
+    from attrs import evolve
+
+    from lakehouse.run.stream import StreamRunner
+
+    lake = Lake(dag_env["LAKEHOUSE_ROOT"])
+    control = FlowControl(Path(lake.root) / "control", "iot")
+    land(lake, iot, 0)
+    stats, status = iot.table(STATS), iot.table("gold.device_status")
+    rekeyed = evolve(stats, transform=stats_per_type_and_device, checks=[],
+                     write=evolve(stats.write, group_by=["device_type", "device"]))  # fmt: skip
+    original = registry.resolve(iot, status.transform)
+
+    def status_of_known_devices(events: Any) -> Any:  # a fix that keeps the state: new code only
+        return original(events.where("device IS NOT NULL"))
+
+    refixed = evolve(status, transform=status_of_known_devices)
+    deployed = evolve(iot, tables=[{STATS: rekeyed, status.name: refixed}.get(t.name, t) for t in iot.tables])
+    with StreamRunner(spark, lake, deployed) as runner:
+        runner.run_incremental(
+            deployed.select(["bronze.device_events", "silver.device_events", STATS, status.name])
+        )
+    conf = {"flows": [STATS, status.name], "interval": "1 second"}
+
+    operator = answer_later(dag_env, "iot_stream_deploy", "approve", "Reject")
+    run = airflow_run("iot_stream_deploy", conf)
+    request = request_seen(operator)
+    assert run.state == "success", run.output[-6000:]
+    assert {t: run.task(t)["state"] for t in ("plan", "decide", "approve", "reset", "deploy")} == {
+        "plan": "success", "decide": "success", "approve": "success", "reset": "skipped", "deploy": "skipped"
+    }  # fmt: skip
+    plan = {f["flow"]: f for f in run.value("plan")["flows"]}
+    assert plan[STATS]["status"] == "incompatible" and plan[status.name]["status"] == "compatible", plan
+    assert plan[STATS]["reasons"][0].startswith("aggregate re-keyed: "), plan[STATS]
+    assert STATS in request["subject"] and plan[STATS]["reasons"][0] in request["body"], request
+    assert request["options"] == ["Approve", "Reject"]
+    assert control.deployment(STATS) is None and control.running(STATS) is None, "rejected: nothing starts"
+    assert control.latest_plan()["flows"] == run.value("plan")["flows"], "the cockpit shows this plan"
+
+    operator = answer_later(dag_env, "iot_stream_deploy", "approve", "Approve")
+    run = airflow_run("iot_stream_deploy", conf)
+    request_seen(operator)
+    assert run.state == "success", run.output[-6000:]
+    assert run.task("reset")["state"] == "success"
+    messages = run.value("deploy")
+    assert sorted(messages) == sorted(conf["flows"]) and all(
+        m.startswith("running: driver pid") for m in messages.values()
+    )
+    [archived] = (Path(lake.root) / "archive").iterdir()
+    assert (archived / "tables" / "gold" / "device_type_stats" / "_delta_log").is_dir()
+    truth = truth_of_landing(lake)
+    rebuilt = {
+        (r["window_start"].replace(tzinfo=UTC), r["device_type"]): r["events"]
+        for r in table(lake, STATS).to_dicts()
+    }
+    assert rebuilt == {key: n for key, (n, *_) in truth.type_stats.items()}, (
+        "the declared key, counted by hand"
+    )

@@ -1,0 +1,50 @@
+"""Answer a human-in-the-loop task the way an operator's browser does: through Airflow's own REST
+API (``PATCH .../taskInstances/{task}/-1/hitlDetails``), served in this process by Airflow's
+FastAPI app on the run's metadata database. ``dag.test()`` waits for such an answer.
+
+Usage: python answer_hitl.py DAG_ID TASK_ID OPTION [TIMEOUT_SECONDS]
+
+Waits for the task's pending request, answers ``OPTION`` and prints the request as one JSON line
+(its subject and body, as the operator saw them) after ``MARKER``.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+
+MARKER = "HITL-REQUEST "
+
+
+def main() -> None:
+    from airflow.api_fastapi.app import create_app
+    from fastapi.testclient import TestClient
+
+    dag_id, task_id, option = sys.argv[1:4]
+    deadline = time.monotonic() + float(sys.argv[4] if len(sys.argv) > 4 else 600)
+    client = TestClient(create_app("core"))
+    while True:
+        answer = client.get(f"/api/v2/dags/{dag_id}/dagRuns/~/hitlDetails")
+        answer.raise_for_status()
+        pending = [
+            d
+            for d in answer.json()["hitl_details"]
+            if d["task_instance"]["task_id"] == task_id and not d["response_received"]
+        ]
+        if pending:
+            break
+        if time.monotonic() > deadline:
+            raise SystemExit(f"no pending request of {dag_id}.{task_id}: {answer.json()}")
+        time.sleep(1)
+    [request] = pending
+    run_id = request["task_instance"]["dag_run_id"]
+    path = f"/api/v2/dags/{dag_id}/dagRuns/{run_id}/taskInstances/{task_id}/-1/hitlDetails"
+    response = client.patch(path, json={"chosen_options": [option], "params_input": {}})
+    response.raise_for_status()
+    seen = {k: request[k] for k in ("subject", "body", "options")}
+    print(MARKER + json.dumps({**seen, "chosen": response.json()["chosen_options"]}), flush=True)
+
+
+if __name__ == "__main__":
+    main()
