@@ -160,7 +160,12 @@ def plan(
         )
         status = f"[{styles[p.status]}]{p.status}[/]" if p.status in styles else p.status
         view.add_row(
-            p.flow, status, version, "\n".join(p.reasons) or "-", "\n".join(p.columns) or "-", p.needs
+            p.flow,
+            status,
+            version,
+            "\n".join(p.reasons) or "-",
+            "\n".join((*p.columns, *p.rescued)) or "-",
+            p.needs,
         )
     console.print(view)
 

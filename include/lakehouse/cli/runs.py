@@ -295,4 +295,40 @@ def replay(
     console.print(view)
 
 
-commands(app, run, backfill, reset, replay)
+def rescue(
+    pipeline: PipelineArgument,
+    flow: Annotated[str, typer.Option("--flow", "-f", help="The bronze table whose rows to fill.")],
+) -> None:
+    """Fill source columns added to the schema for the rows that arrived before, from bronze.
+
+    Bronze keeps a line's fields that the source does not declare in _rescued_data, and
+    `lakehouse plan` lists them. Once one is added to the source's columns, new rows carry it;
+    this fills it for the old rows from _rescued_data (no landing file needed) in one Delta
+    UPDATE, and takes it out of _rescued_data. A value not of the column's type stays there.
+    Safe beside the running stream and safe to re-run. Then `lakehouse backfill --flow <table>
+    --downstream` recomputes the tables below for the range they need.
+    """
+    spec = load_pipeline(pipeline)
+    table = spec.table(flow)
+    from lakehouse.core.lake import Lake
+    from lakehouse.run.rescue import rescue as run_rescue  # deferred: Spark
+
+    conf = settings()
+    spark = spark_session(conf, app_name=f"lakehouse-{pipeline}-rescue")
+    done = run_rescue(spark, conf, Lake.from_settings(conf), spec, table)
+    if not done.filled:
+        console.print(
+            f"{flow}: no declared column is kept in _rescued_data: nothing to fill", highlight=False
+        )
+        return
+    view = RichTable(
+        title=f"{pipeline}: rescue of {flow} (table version {done.version})", title_justify="left"
+    )
+    for column in ("column", "rows filled", "values not of its type (kept)"):
+        view.add_column(column)
+    for name, rows in done.filled.items():
+        view.add_row(name, f"{rows:,}", f"{done.unconverted.get(name, 0):,}")
+    console.print(view)
+
+
+commands(app, run, backfill, reset, replay, rescue)

@@ -290,7 +290,7 @@ def plan_markdown(plan: dict[str, Any]) -> str:
     lines = ["| flow | plan | why | columns | needs |", "|---|---|---|---|---|"]
     for f in plan["flows"]:
         cells = [f["flow"], f"**{f['status']}**", "; ".join(f.get("reasons") or ()) or "-",
-                 "; ".join(f.get("columns") or ()) or "-", f.get("needs") or "-"]  # fmt: skip
+                 "; ".join([*(f.get("columns") or ()), *(f.get("rescued") or ())]) or "-", f.get("needs") or "-"]  # fmt: skip
         lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
     return "\n".join(lines)
 

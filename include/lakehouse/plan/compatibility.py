@@ -19,7 +19,7 @@ import inspect
 import json
 import re
 import types
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal
 
 import attrs
@@ -27,6 +27,7 @@ import attrs
 from lakehouse import registry
 from lakehouse.plan.flow import build
 from lakehouse.sources import reader_for
+from lakehouse.spec.sources import RESCUED
 from lakehouse.state import storage
 from lakehouse.state.checkpoints import Checkpoint
 
@@ -109,6 +110,7 @@ class FlowPlan:
     reasons: tuple[str, ...] = ()  # what changed; for an incompatible flow, the rules it breaks
     columns: tuple[str, ...] = ()  # the table's column changes
     needs: str = ""
+    rescued: tuple[str, ...] = ()  # source fields bronze kept in _rescued_data, and what to do
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -374,5 +376,27 @@ def plan(spark: SparkSession, lake: Lake, pipeline: Pipeline, flows: Collection[
             reasons = (*found.reasons, *(f"reads {u}, which is rebuilt" for u in rebuilt))
             found = FlowPlan(table.name, "incompatible", found.code_version, found.deployed_version,
                              reasons, found.columns, rebuild(pipeline.name, table.name))  # fmt: skip
+        if table.source is not None and columns is not None and RESCUED in columns:
+            found = replace(found, rescued=rescued_fields(spark, lake, table))
         plans[table.name] = found
     return list(plans.values())
+
+
+def rescued_fields(spark: SparkSession, lake: Lake, table: Table) -> tuple[str, ...]:
+    """The fields outside the source's schema that ``table`` (a bronze table) kept in
+    ``_rescued_data``, with their row counts and what to do: add a new one to the source's
+    schema; fill a declared one for the rows that kept it with ``lakehouse rescue``."""
+    from pyspark.sql import functions as F
+
+    rows = spark.read.format("delta").load(lake.table(table.name)).where(F.col(RESCUED).isNotNull())
+    keys = rows.select(F.explode(F.json_object_keys(RESCUED)).alias("field")).groupBy("field").count()
+    declared = {c.name for c in table.source.columns}
+    said = []
+    for row in sorted(keys.collect()):
+        kept = f"{row['field']} ({row['count']:,} rows kept it in {RESCUED})"
+        said.append(
+            f"{kept}: declared now, `lakehouse rescue {table.name}` fills the column for them"
+            if row["field"] in declared
+            else f"new source field {kept}: add it to the source's columns to read it"
+        )
+    return tuple(said)

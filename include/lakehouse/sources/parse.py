@@ -66,7 +66,8 @@ def parse_json(
         F.when(as_map.isNull(), F.lit("not a JSON object")).otherwise(F.coalesce(mismatched, missing(True))),
     ).otherwise(missing(False))
     unknown = F.size(F.array_except("_k", names)) > 0  # no lambda: a compiled expression
-    extra = F.map_filter(as_map, lambda k, _v: ~F.array_contains(names, k))
+    kept = F.from_json("value", "map<string,variant>")  # as sent: numbers stay numbers (``rescue``)
+    extra = F.map_filter(kept, lambda k, _v: ~F.array_contains(names, k))
     return df.select(
         *[typed(c.name).alias(c.name) for c in columns],
         F.when(error.isNotNull(), F.col("value")).alias(RAW_RECORD),
