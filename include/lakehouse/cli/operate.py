@@ -144,7 +144,7 @@ def plan(
     spec.select(flows)  # unknown flow names fail before Spark starts
     spark = spark_session(conf, app_name=f"lakehouse-{pipeline}-plan")
     plans = plan_flows(spark, Lake.from_settings(conf), spec, flows)
-    FlowControl.of(conf, pipeline).record_plan([p.to_dict() for p in plans], also=output)
+    FlowControl.of(conf, pipeline).record_plan([p.to_dict() for p in plans], by="lakehouse plan", also=output)
     if as_json:
         print(json.dumps([p.to_dict() for p in plans], indent=2))
         return

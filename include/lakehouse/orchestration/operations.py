@@ -256,7 +256,7 @@ def deploy(
 def plan(settings: Settings, pipeline: Pipeline, flows: Sequence[str], run: str,
          conn_id: str = SPARK_CONN_ID) -> dict[str, Any]:  # fmt: skip
     """What deploying ``flows`` does to each (``lakehouse plan``, in a driver submitted through
-    the Spark connection), kept as the pipeline's latest plan. Without a driver when none of them
+    the Spark connection), kept as the pipeline's latest plan, computed by ``run``. Without a driver when none of them
     has a checkpoint yet: a first deploy has nothing to compare."""
     from lakehouse.plan.compatibility import FlowPlan, code_version  # deferred: pyspark (no JVM)
 
@@ -266,12 +266,12 @@ def plan(settings: Settings, pipeline: Pipeline, flows: Sequence[str], run: str,
     if not any(_may_have_checkpoint(lake.checkpoint(pipeline.name, t.name)) for t in tables):
         log.info("no flow of %s has a checkpoint yet: a first deploy, no plan to compute", pipeline.name)
         new = [FlowPlan(t.name, "new", code_version(pipeline, t), None, needs="first start") for t in tables]
-        return control.record_plan([p.to_dict() for p in new])
+        return control.record_plan([p.to_dict() for p in new], by=run)
     target = control.dir / "plans" / f"{re.sub(r'[^A-Za-z0-9._-]', '_', run)}.json"
     args = ["plan", pipeline.name, "--flow", ",".join(t.name for t in tables), "--output", str(target)]
     spec = driver_spec(settings, f"lakehouse-{pipeline.name}-plan", args)
     submit_hook(spec, conn_id).submit(spec.application)
-    return json.loads(target.read_text())
+    return control.record_plan(json.loads(target.read_text())["flows"], by=run)  # the latest, by this run
 
 
 def _may_have_checkpoint(path: str) -> bool:
@@ -291,8 +291,13 @@ def plan_markdown(plan: dict[str, Any]) -> str:
     for f in plan["flows"]:
         cells = [f["flow"], f"**{f['status']}**", "; ".join(f.get("reasons") or ()) or "-",
                  "; ".join([*(f.get("columns") or ()), *(f.get("rescued") or ())]) or "-", f.get("needs") or "-"]  # fmt: skip
-        lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
+        lines.append("| " + " | ".join(_markdown_cell(c) for c in cells) + " |")
     return "\n".join(lines)
+
+
+def _markdown_cell(text: str) -> str:
+    """``text`` as literal text in a Markdown table cell (``struct<a:int>`` is not an HTML tag)."""
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace("|", "\\|")
 
 
 def restart_changed(settings: Settings, pipeline: Pipeline, plan: dict[str, Any]) -> dict[str, str]:

@@ -238,10 +238,11 @@ class FlowControl:
                 fcntl.flock(handle, fcntl.LOCK_UN)
 
     # ------------------------------------------------------------------ plans
-    def record_plan(self, flows: list[dict[str, Any]], also: Path | None = None) -> dict[str, Any]:
+    def record_plan(self, flows: list[dict[str, Any]], by: str, also: Path | None = None) -> dict[str, Any]:
         """Keep a computed plan (``lakehouse plan``'s flows) as the pipeline's latest, which the
-        cockpit shows, and also at ``also`` (a deploy run's own copy); returns the record."""
-        record = {"pipeline": self.pipeline, "computed_at": datetime.now(UTC).isoformat(), "flows": flows}
+        cockpit shows, and also at ``also`` (a deploy run's own copy); ``by``: who computed it."""
+        now = datetime.now(UTC).isoformat()
+        record = {"pipeline": self.pipeline, "computed_at": now, "by": by, "flows": flows}
         text = json.dumps(record, indent=1)
         for path in (self.dir / "plan.json", also):
             if path is not None:

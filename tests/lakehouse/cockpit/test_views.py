@@ -164,7 +164,7 @@ def test_the_pipeline_page_draws_the_graph_charts_and_tables(tmp_path: Path, iot
     assert tables[BRONZE]["version"] is None  # not written yet: no figures, no error
     assert page["plan"] is None, "no deploy has planned yet"
     planned = [{"flow": SILVER, "status": "incompatible", "reasons": ["aggregate re-keyed: (a) -> (a, b)"]}]
-    FlowControl.of(conf, "iot").record_plan(planned)
+    FlowControl.of(conf, "iot").record_plan(planned, by="lakehouse plan")
     assert views.pipeline_page(conf, iot, hours=1, now=now)["plan"]["flows"] == planned
 
 

@@ -58,7 +58,8 @@ def deploy_dags(pipeline: Pipeline, conf: Settings) -> list[DAG]:
 
             context = get_current_context()
             ensure_connection(SPARK_CONN_ID, default_master=None)
-            found = operations.plan(settings(), pipeline, context["params"]["flows"], context["run_id"])
+            run = f"{context['dag'].dag_id} {context['run_id']}"
+            found = operations.plan(settings(), pipeline, context["params"]["flows"], run)
             for line in operations.plan_markdown(found).splitlines():
                 log.info("%s", line)
             return found
@@ -83,10 +84,10 @@ def deploy_dags(pipeline: Pipeline, conf: Settings) -> list[DAG]:
             context["ti"].xcom_push(key="incompatible", value=broken)
             context["ti"].xcom_push(
                 key="body",
-                value=f"The new code of {', '.join(broken)} cannot restart on their checkpoints. Approve: "
-                "stop them and the flows that read them, archive their tables and checkpoints, rebuild "
-                "them from their upstreams with the new code, then deploy. Reject: deploy nothing.\n\n"
-                + text,
+                value=f"The new code of {', '.join(broken)} cannot restart on the state its checkpoint "
+                "holds (the plan below says why). Approve: stop those flows and the ones that read them, "
+                "archive their tables and checkpoints, rebuild them from their upstreams with the new code, "
+                "then deploy. Reject: deploy nothing.\n\n" + text,
             )
             return "approve"
 
@@ -104,6 +105,7 @@ def deploy_dags(pipeline: Pipeline, conf: Settings) -> list[DAG]:
                 "{{ ti.xcom_pull(task_ids='decide', key='incompatible') | join(',') }}"]  # fmt: skip
         reset = SparkSubmitOperator(
             task_id="reset", outlets=[table_asset(conf, t) for t in names], retries=0, execution_timeout=timedelta(hours=2),
+            priority_weight=10,  # an operator waits for it: first in the drivers' pool
             **driver_spec(conf, f"lakehouse-{pipeline.name}-reset", args).operator_kwargs(),
         )  # fmt: skip
 
