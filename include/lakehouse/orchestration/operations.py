@@ -300,6 +300,21 @@ def _markdown_cell(text: str) -> str:
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace("|", "\\|")
 
 
+def stop_for_reset(
+    settings: Settings, pipeline: Pipeline, flows: Sequence[str], *, downstream: bool = True
+) -> dict[str, str]:
+    """Stop the flows a reset rebuilds (with those that read them, ``downstream``) before its
+    driver runs, so the driver needs no Airflow (a task's children may not reach Airflow's
+    database); returns the micro-batch interval of each that was deployed, to deploy it again."""
+    chosen = pipeline.with_downstream if downstream else pipeline.select
+    names = [t.name for t in chosen(flows)]
+    control = FlowControl.of(settings, pipeline.name)
+    deployed = {f: d.interval for f in names if (d := control.deployment(f)) is not None}
+    for flow, message in stop(settings, pipeline, names).items():
+        log.info("%s: %s", flow, message)
+    return deployed
+
+
 def restart_changed(settings: Settings, pipeline: Pipeline, plan: dict[str, Any]) -> dict[str, str]:
     """Stop the running flows whose code changed compatibly, so that the deploy that follows
     starts them on their checkpoints with the new code (a running flow is otherwise left alone)."""

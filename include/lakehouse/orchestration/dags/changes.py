@@ -48,19 +48,13 @@ def reset_dags(pipeline: Pipeline, conf: Settings) -> list[DAG]:
         def stop_flows() -> dict[str, str]:
             """Stop the flows (and what reads them); the intervals of those that were deployed."""
             from lakehouse.orchestration import operations  # deferred: polars (DAG files parse without it)
-            from lakehouse.state.control import FlowControl
 
             params = get_current_context()["params"]
             if not params["flows"]:
                 raise ValueError("trigger with params.flows: the tables to reset (see `lakehouse plan`)")
-            run_conf = settings()
-            chosen = pipeline.with_downstream if params["downstream"] else pipeline.select
-            flows = [t.name for t in chosen(params["flows"])]
-            control = FlowControl.of(run_conf, pipeline.name)
-            deployed = {f: d.interval for f in flows if (d := control.deployment(f)) is not None}
-            for flow, message in operations.stop(run_conf, pipeline, flows).items():
-                log.info("%s: %s", flow, message)
-            return deployed
+            return operations.stop_for_reset(
+                settings(), pipeline, params["flows"], downstream=params["downstream"]
+            )
 
         @task(task_id="redeploy")
         def redeploy(deployed: dict[str, str]) -> dict[str, str]:

@@ -101,6 +101,16 @@ def deploy_dags(pipeline: Pipeline, conf: Settings) -> list[DAG]:
             response_timeout=timedelta(days=1),
             execution_timeout=None,  # the wait is the response timeout's
         )
+
+        @task(task_id="stop_for_reset")
+        def stop_for_reset() -> dict[str, str]:
+            """Stop the flows the reset rebuilds, and those reading them (the reset's driver
+            cannot reach Airflow to do it); the interval of each that was deployed."""
+            from lakehouse.orchestration import operations  # deferred: polars (as above)
+
+            broken = get_current_context()["ti"].xcom_pull(task_ids="decide", key="incompatible")
+            return operations.stop_for_reset(settings(), pipeline, broken)
+
         args = ["reset", pipeline.name, "--downstream", "--flow",
                 "{{ ti.xcom_pull(task_ids='decide', key='incompatible') | join(',') }}"]  # fmt: skip
         reset = SparkSubmitOperator(
@@ -111,18 +121,25 @@ def deploy_dags(pipeline: Pipeline, conf: Settings) -> list[DAG]:
 
         @task(task_id="deploy", trigger_rule=TriggerRule.NONE_FAILED_MIN_ONE_SUCCESS)
         def deploy_flows(found: dict[str, Any]) -> dict[str, str]:
-            """Start the flows that do not run; restart those whose code changed compatibly."""
+            """Start the flows that do not run; restart those whose code changed compatibly; deploy
+            again the reset flows that were deployed (and not selected), with their interval."""
             from lakehouse.orchestration import operations  # deferred: polars (as above)
 
-            params = get_current_context()["params"]
+            context = get_current_context()
+            params = context["params"]
             run_conf = settings()
             ensure_connection(SPARK_CONN_ID, default_master=None)
+            launcher = operations.spark_submit_launcher(run_conf, pipeline)
             for flow, message in operations.restart_changed(run_conf, pipeline, found).items():
                 log.info("%s: stopped to restart with its new code: %s", flow, message)
-            messages = operations.deploy(
-                run_conf, pipeline, params["flows"], operations.spark_submit_launcher(run_conf, pipeline),
-                interval=params["interval"], isolate=params["isolate"],
-            )  # fmt: skip
+            selected = [t.name for t in pipeline.select(params["flows"])]
+            messages = operations.deploy(run_conf, pipeline, selected, launcher,
+                                         interval=params["interval"], isolate=params["isolate"])  # fmt: skip
+            stopped = context["ti"].xcom_pull(task_ids="stop_for_reset") or {}
+            for interval in sorted(set(stopped.values())):
+                again = [f for f, i in stopped.items() if i == interval and f not in selected]
+                if again:
+                    messages |= operations.deploy(run_conf, pipeline, again, launcher, interval=interval)
             for flow, message in messages.items():
                 log.info("%s: %s", flow, message)
             return messages
@@ -131,7 +148,7 @@ def deploy_dags(pipeline: Pipeline, conf: Settings) -> list[DAG]:
         chosen = decide(found)
         deploy = deploy_flows(found)
         chosen >> [deploy, approve]
-        approve >> reset >> deploy
+        approve >> stop_for_reset() >> reset >> deploy
     return [dag]
 
 
