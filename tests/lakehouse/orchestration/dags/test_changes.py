@@ -1,9 +1,8 @@
 """The reset and replay DAGs: what they run, as the CLI parses it (their end-to-end runs are the
-CLI's, tested in tests/lakehouse/run/test_replay.py and test_failures.py)."""
+CLI's, tested in tests/lakehouse/run/test_replay.py and test_failures.py; a reset's spark-submit
+under real Airflow runs in the deploy DAG's approval test, tests/.../dags/test_streams.py)."""
 
 from __future__ import annotations
-
-from pathlib import Path
 
 import jinja2
 import pytest
@@ -55,37 +54,3 @@ def test_the_replay_dag_passes_empty_options_the_cli_reads_as_not_given(dags: di
         and moment(parsed["end"], "end") is None
     )
     assert moment(parsed["start"], "start").isoformat() == "2026-03-01T00:00:00+00:00"
-
-
-@pytest.mark.slow
-def test_the_reset_dag_rebuilds_a_table_as_a_fresh_run_would_under_real_airflow(
-    spark, airflow_run, dag_env: dict[str, str], iot
-) -> None:
-    """``dag.test()`` with real spark-submit: the stream's table is archived and rebuilt; the
-    rebuilt table equals what the stream wrote (the same code over the same input)."""
-    from datetime import UTC, datetime, timedelta
-
-    from pyspark.testing import assertDataFrameEqual
-
-    from lakehouse.core.lake import Lake
-    from lakehouse.plan.generators import Landing
-    from lakehouse.run.stream import StreamRunner
-    from pipelines.iot.generator import generate
-
-    lake = Lake(dag_env["LAKEHOUSE_ROOT"])
-    start = datetime(2026, 1, 1, tzinfo=UTC)
-    generate(Landing(lake, iot), events=150, seed=8, start=start, end=start + timedelta(minutes=20))
-    status = "gold.device_status"
-    with StreamRunner(spark, lake, iot) as runner:
-        runner.run_incremental(iot.select(["bronze.device_events", "silver.device_events", status]))
-    streamed = spark.createDataFrame(spark.read.format("delta").load(lake.table(status)).collect())
-
-    run = airflow_run("iot_reset", conf={"flows": [status], "downstream": True})
-
-    assert run.state == "success", run.output[-6000:]
-    assert run.value("stop") == {} and run.value("redeploy") == {}, "nothing was deployed"
-    [archived] = (Path(lake.root) / "archive").iterdir()
-    assert (archived / "tables" / "gold" / "device_status" / "_delta_log").is_dir()
-    assert Path(Lake(str(archived)).checkpoint("iot", status), "offsets").is_dir()
-    rebuilt = spark.read.format("delta").load(lake.table(status))
-    assertDataFrameEqual(rebuilt, streamed, checkRowOrder=False)
