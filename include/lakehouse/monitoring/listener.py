@@ -69,7 +69,7 @@ class ProgressRecorder(StreamingQueryListener):
             return  # another pipeline's query in the same session records itself
         try:
             self.log.append([row], later=True)  # committed within a second, with the others
-            if row["event"] in ("started", "terminated"):
+            if row["event"] in ("started", "terminated", "refused"):
                 flush_all()  # a query's start and end are on record when the runner goes on
         except Exception:  # recording must never take a stream down
             log.exception("could not record progress of %s", row.get("flow"))

@@ -109,12 +109,17 @@ def _tail(path: Path, lines: int = 40) -> str:
         return "(no log)"
 
 
-def _started_flows(settings: Settings, pipeline: Pipeline, since: datetime) -> set[str]:
-    """Flows whose query reported ``started`` since ``since``."""
+def _started_flows(
+    settings: Settings, pipeline: Pipeline, since: datetime
+) -> tuple[set[str], dict[str, str]]:
+    """Flows whose query reported ``started`` since ``since``, and those a driver refused to
+    start (new code its checkpoint cannot take), with why."""
 
     events = ProgressLog(Lake.from_settings(settings)).read(since=since)
-    started = events.filter((pl.col("pipeline") == pipeline.name) & (pl.col("event") == "started"))
-    return set(started["flow"].to_list())
+    mine = events.filter(pl.col("pipeline") == pipeline.name)
+    started = set(mine.filter(pl.col("event") == "started")["flow"].to_list())
+    refused = mine.filter(pl.col("event") == "refused")
+    return started, dict(zip(refused["flow"].to_list(), refused["exception"].to_list(), strict=True))
 
 
 def start_drivers(
@@ -140,14 +145,14 @@ def start_drivers(
     exited: list[str] = []
     deadline = time.monotonic() + timeout
     while waiting or launched:
-        started = _started_flows(settings, pipeline, since)
+        started, refused = _started_flows(settings, pipeline, since)
         for flows, interval in list(waiting):
             upstreams = {up for flow in flows for up in pipeline.table(flow).upstream_names}
             if not (upstreams & starting) - set(flows) - started:
                 waiting.remove((flows, interval))
                 launched.append(launch(flows, interval))
         for driver in list(launched):
-            leases = [control.lease(flow) for flow in driver.flows]
+            leases = [control.lease(flow) for flow in driver.flows if flow not in refused]
             if all(
                 lease and lease.live() and lease.acquired_at >= since and lease.flow in started
                 for lease in leases
@@ -158,6 +163,9 @@ def start_drivers(
                         f"running: driver pid {lease.pid} (JVM {lease.jvm_pid or '-'}) on {lease.host}, "
                         f"log {driver.log_file}"
                     )
+                for flow in set(driver.flows) & set(refused):  # its driver runs the others
+                    exited.append(flow)
+                    failures.append(refused[flow])
                 launched.remove(driver)
             elif (code := driver.poll()) is not None:
                 launched.remove(driver)

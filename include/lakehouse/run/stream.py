@@ -386,6 +386,10 @@ class StreamRunner:
                 queries[name] = self.start(by_name[name], Trigger("continuous", interval))
             except FlowRefused as refused:  # the other flows run on
                 log.error("%s", refused)
+                # on record, so that whoever started this driver stops waiting for the flow
+                self.recorder.record_event(
+                    query_name(self.pipeline.name, name), "", "", "refused", str(refused)
+                )
                 runs[name] = FlowRun(name, "", exception=str(refused))
                 signals.ended(name)
                 return

@@ -14,6 +14,8 @@ import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import pytest
+
 from lakehouse.core.config import Settings
 from lakehouse.core.lake import Lake
 from lakehouse.core.processes import Proc
@@ -54,6 +56,40 @@ def test_isolated_drivers_start_upstream_first(tmp_path: Path, iot: Pipeline) ->
     assert max(golds) - min(golds) < 1.5, "independent drivers start together"
     groups = {control.deployment(flow).group for flow in iot.table_names}
     assert len(groups) == len(iot.tables), "isolated: each flow is its own restart group"
+
+
+def test_a_flow_its_driver_refuses_fails_the_deploy_at_once_with_why_and_the_others_run(
+    tmp_path: Path, iot: Pipeline
+) -> None:
+    """A driver refuses a flow whose new code its checkpoint cannot take: the deploy says so as
+    soon as the driver records it (not after the start timeout), undeploys it, and the driver's
+    other flows run."""
+    conf = Settings(root=str(tmp_path / "lake"))
+    control = FlowControl(conf.control_path, "iot")
+    progress = ProgressLog(Lake(conf.root))
+    why = "iot.gold.device_type_stats was not started: its new code (version b) cannot restart"
+    flows = ["bronze.device_events", "silver.device_events", "gold.device_type_stats"]
+
+    def launch(flows, interval):
+        def come_up() -> None:
+            time.sleep(0.5)
+            for flow in flows:
+                if flow == "gold.device_type_stats":
+                    progress.append([{"pipeline": "iot", "flow": flow, "event": "refused", "exception": why}])
+                    continue
+                control.acquire(flow, "the-driver", ttl=30, trigger="continuous")
+                progress.append([{"pipeline": "iot", "flow": flow, "event": "started"}])
+
+        threading.Thread(target=come_up).start()
+        return operations.LaunchedDriver(tuple(flows), os.getpid(), tmp_path / "log", lambda: None)
+
+    began = time.monotonic()
+    with pytest.raises(operations.DriverStartFailed) as failed:
+        operations.deploy(conf, iot, flows, launch, timeout=120)
+    assert time.monotonic() - began < 30, "the refusal ends the wait"
+    assert str(failed.value) == why and failed.value.exited == ["gold.device_type_stats"]
+    assert control.deployment("gold.device_type_stats") is None, "refused: not deployed"
+    assert all(control.running(f) and control.deployment(f) for f in flows[:2]), "the others run"
 
 
 def test_deploy_waits_for_the_incremental_run_holding_flows_then_starts_all_in_one_driver(
