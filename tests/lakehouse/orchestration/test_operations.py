@@ -14,7 +14,9 @@ import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
+from deltalake import write_deltalake
 
 from lakehouse.core.config import Settings
 from lakehouse.core.lake import Lake
@@ -90,6 +92,47 @@ def test_a_flow_its_driver_refuses_fails_the_deploy_at_once_with_why_and_the_oth
     assert str(failed.value) == why and failed.value.exited == ["gold.device_type_stats"]
     assert control.deployment("gold.device_type_stats") is None, "refused: not deployed"
     assert all(control.running(f) and control.deployment(f) for f in flows[:2]), "the others run"
+
+
+def test_a_deploy_restarts_running_flows_whose_code_changed_compatibly_and_leaves_the_rest(
+    tmp_path: Path, iot: Pipeline
+) -> None:
+    """The deploy DAG's deploy step: a running flow the plan calls compatible (new code, same
+    state) is stopped (its driver honors the stop request) and started again by the deploy; an
+    unchanged running flow keeps its driver."""
+    conf = Settings(root=str(tmp_path / "lake"))
+    control = FlowControl(conf.control_path, "iot")
+    progress = ProgressLog(Lake(conf.root))
+    fixed, same = "bronze.device_events", "silver.device_events"
+    write_deltalake(Lake(conf.root).table(fixed), pa.table({"event_id": ["e-1"]}))  # silver's upstream exists
+    for flow in (fixed, same):
+        control.deploy(Deployment(flow, "old", "5 seconds", datetime.now(UTC)))
+        control.acquire(flow, "old-driver", ttl=60, trigger="continuous")
+
+    def old_driver() -> None:  # honors stop requests, as a real driver does after its micro-batch
+        while control.running(fixed):
+            if control.stop_requested(fixed):
+                control.release(fixed, "old-driver")
+            time.sleep(0.2)
+
+    threading.Thread(target=old_driver, daemon=True).start()
+    launched: list[tuple[str, ...]] = []
+
+    def launch(flows, interval):
+        launched.append(tuple(flows))
+        for flow in flows:
+            control.acquire(flow, "new-driver", ttl=30, trigger="continuous")
+            progress.append([{"pipeline": "iot", "flow": flow, "event": "started"}])
+        return operations.LaunchedDriver(tuple(flows), os.getpid(), tmp_path / "log", lambda: None)
+
+    plan = {"flows": [{"flow": fixed, "status": "compatible"}, {"flow": same, "status": "unchanged"}]}
+    stopped = operations.restart_changed(conf, iot, plan)
+    messages = operations.deploy(conf, iot, [fixed, same], launch, timeout=60)
+
+    assert list(stopped) == [fixed] and stopped[fixed].startswith("stopped in"), stopped
+    assert launched == [(fixed,)], "only the changed flow starts again"
+    assert control.running(fixed).owner == "new-driver" and control.running(same).owner == "old-driver"
+    assert messages[fixed].startswith("running: driver pid") and messages[same].startswith("already running")
 
 
 def test_deploy_waits_for_the_incremental_run_holding_flows_then_starts_all_in_one_driver(
