@@ -81,26 +81,31 @@ def test_each_change_of_state_is_incompatible_and_says_which_rule() -> None:
 @pytest.mark.parametrize(
     ("old", "new", "widened"),
     [
-        ("int", "bigint", True), ("tinyint", "int", True), ("smallint", "bigint", True),
-        ("float", "double", True), ("int", "double", True), ("date", "timestamp_ntz", True),
-        ("decimal(10,2)", "decimal(12,2)", True), ("decimal(10,2)", "decimal(12,4)", True),
-        ("int", "decimal(12,2)", True), ("int", "decimal(11,2)", False),
-        ("bigint", "int", False), ("double", "float", False), ("bigint", "double", False),
-        ("string", "int", False), ("decimal(10,2)", "decimal(10,4)", False), ("timestamp", "date", False),
+        ("tinyint", "smallint", True), ("tinyint", "int", True), ("smallint", "int", True),
+        # what Delta's type widening would take, but delta-rs cannot read such tables (measured:
+        # each of these appends fails with DELTA_FAILED_TO_MERGE_FIELDS without the feature)
+        ("int", "bigint", False), ("float", "double", False), ("int", "double", False),
+        ("date", "timestamp_ntz", False), ("decimal(10,2)", "decimal(12,2)", False), ("int", "decimal(12,2)", False),
+        ("bigint", "int", False), ("double", "float", False), ("string", "int", False), ("timestamp", "date", False),
     ],
 )  # fmt: skip
-def test_widenings_are_those_delta_applies_in_place(old: str, new: str, widened: bool) -> None:
+def test_in_place_type_changes_are_the_upcasts_delta_merges_itself(old: str, new: str, widened: bool) -> None:
     assert widens(old, new) is widened
 
 
 def test_column_changes_say_added_widened_dropped_and_refuse_a_retype() -> None:
     output = {"window_start": "timestamp", "device_type": "string", "events": "double", "device": "string"}
-    changes, breaking = column_changes({**TABLE, "events": "int", "note": "string"}, output)
-    assert changes == ["widened events: int -> double", "added device: string",
+    changes, breaking = column_changes(
+        {**TABLE, "events": "smallint", "note": "string"}, {**output, "events": "int"}
+    )
+    assert changes == ["widened events: smallint -> int", "added device: string",
                        "dropped note: the table keeps it, new rows leave it null"]  # fmt: skip
     assert breaking == []
     _, breaking = column_changes(TABLE, {**TABLE, "device_type": "int"})
-    assert breaking == ["retyped device_type: string -> int (not a widening Delta applies)"]
+    assert breaking == [
+        "retyped device_type: string -> int (a write changes only tinyint and smallint to a wider integer "
+        "in place: the table is rebuilt with the new type)"
+    ]
     plan = judge("iot", "gold.t", DEPLOYED, replace(DEPLOYED, columns={**TABLE, "device_type": "int"}),
                  checkpoint=True, table=TABLE)  # fmt: skip
     assert plan.status == "incompatible" and plan.reasons == tuple(breaking)
