@@ -9,7 +9,7 @@ operate    ``cli`` (the ``lakehouse`` command), ``cockpit`` (the Airflow UI plug
            ``orchestration`` (DAG factory, deploy / monitor / stop, alerts)
 serve      ``serving`` (catalog, SQL, JDBC server, Spark-free readers)
 run        ``run`` (``run.coordination``: backfills beside running streams; ``run.stream``,
-           ``run.batch``, ``run.maintenance``, ``run.replay``), ``models.training``; ``quality.gate``,
+           ``run.batch``, ``run.maintenance``, ``run.replay``, ``run.rescue``), ``models.training``; ``quality.gate``,
            ``quality.checks``, ``quality.gx``, ``monitoring.listener``, ``models.scoring``
 write      ``writes`` (one module per write mode; ``writes.history`` applies change feeds)
 delta      ``delta`` (the one place that commits to Delta)

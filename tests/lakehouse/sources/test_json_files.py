@@ -39,7 +39,7 @@ def test_each_kind_of_bad_line_is_kept_with_its_reason(spark) -> None:
     ]
     assert rows[0]["v"] == 1.5 and rows[0][RAW_RECORD] is None
     assert [r[RAW_RECORD] for r in rows[1:6]] == lines[1:6]  # the line exactly as received
-    assert json.loads(rows[6][RESCUED]) == {"colour": "red", "n": "3"}  # extra keys kept, not lost
+    assert json.loads(rows[6][RESCUED]) == {"colour": "red", "n": 3}  # extra keys kept, with their JSON types
     assert all(r["_source_file"] == "f.json" and r["_ingested_at"] for r in rows)
 
 
