@@ -60,6 +60,12 @@ def wait_for_run(platform: Platform, dag_id: str, run_id: str, timeout: float = 
     raise AssertionError(f"{dag_id} run {run_id} did not finish in {timeout:.0f} s")
 
 
+def latest_run(platform: Platform, dag_id: str) -> dict:
+    runs = platform.api("GET", f"/api/v2/dags/{dag_id}/dagRuns?order_by=-run_after&limit=1")["dag_runs"]
+    assert runs, f"no run of {dag_id}"
+    return runs[0]
+
+
 def leftovers(platform_dir: Path, pgids: set[int]) -> list[str]:
     """Live processes of the platform: in one of its process groups, or with its marker or its
     Airflow home in their environment."""
@@ -380,12 +386,20 @@ def test_the_cockpit_deploys_a_flow_sees_it_healthy_with_charts_and_stops_it(pla
         )
         page.screenshot(path=str(shots / "cockpit-overview.png"), full_page=True)
 
+        # the deploy task holds the pipeline's operations until every flow of "deploy all" runs,
+        # and a stop waits its turn: on a loaded CI machine that took minutes (2026-11-28)
+        deploy = latest_run(running, "iot_stream_deploy")
+        assert wait_for_run(running, "iot_stream_deploy", deploy["dag_run_id"])["state"] == "success"
         page.goto(f"{running.url}/lakehouse/#/pipeline/iot")
         page.locator(f'button[data-act="stop"][data-flow="{flow}"]').click()
         expect(page.locator("#log")).to_contain_text("stop triggered: iot_stream_stop")
         deadline = time.monotonic() + 300
         while flow_state(page, flow) != "stopped":
-            assert time.monotonic() < deadline, f"{flow} is {flow_state(page, flow)} 5 minutes after the stop"
+            if time.monotonic() > deadline:
+                stop = latest_run(running, "iot_stream_stop")
+                raise AssertionError(
+                    f"{flow} is {flow_state(page, flow)} 5 minutes after the stop; the stop's run: {stop}"
+                )
             page.wait_for_timeout(5000)
 
         viewer = browser.new_page(viewport={"width": 1500, "height": 1100})  # make up's read-only login
