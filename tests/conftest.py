@@ -35,7 +35,10 @@ for variable in ("COLUMNS", "LINES"):
 # The drivers and SQL servers tests start live for minutes: C2, the JIT's optimising compiler,
 # costs them more CPU than it wins back (an iot incremental run: 78 CPU-s with it, 46 without).
 # The session's own JVM, which runs for the whole suite, keeps it (see spark_settings).
-os.environ.setdefault("LAKEHOUSE_DRIVER_JAVA_OPTIONS", "-XX:TieredStopAtLevel=1")
+# Serial GC: with three workers on two cores, G1's concurrent threads only add work (two test
+# modules in one session: 137-138 CPU-s with it instead of 142-146 with G1, two runs each).
+TEST_GC = "-XX:+UseSerialGC"
+os.environ.setdefault("LAKEHOUSE_DRIVER_JAVA_OPTIONS", f"-XX:TieredStopAtLevel=1 {TEST_GC}")
 # Tests move hundreds of rows per batch, where generating and compiling Java for every plan costs
 # more than it saves: interpreted expressions, no whole-stage code generation and no adaptive
 # re-planning took the SCD batch test from 123 CPU-s to 83 (69 s wall to 49, three interleaved
@@ -73,34 +76,34 @@ SHARED_FIXTURES = {
     "demo_root": "demo",  # the demo lake and the two SQL servers on it
     "fresh_iot_once": "fresh_iot",
 }
-# The units of half a minute or more, longest first (seconds in a fresh-clone run on 2 cores): the
-# long ones start first and the short ones fill in at the end, so that no worker runs on
-# alone. In collection order, crm's and the README's units came last: one worker ran about
-# 100 s longer than the other.
+# The units of half a minute or more, longest first (seconds in a fresh-clone run of make test on
+# 2 cores, 2026-11-28: 5,445 worker-s in all): the long ones start first and the short ones fill
+# in at the end, so that no worker runs on alone.
 LONGEST_FIRST = (
-    "stack",  # 430 s
-    "tests/lakehouse/platform/test_embedded.py",  # 360
-    "demo",  # 320
-    "tests/pipelines/crm/test_pipeline.py",  # 290
-    "tests/pipelines/ads/test_streaming.py",  # 260
-    "tests/lakehouse/orchestration/dags/test_streams.py",  # 170
-    "tests/bench/test_stress.py",  # 150
-    "tests/lakehouse/orchestration/dags/test_runs.py",  # 130
-    "fresh_iot",  # 120
-    "tests/test_readme.py",  # 110
-    "tests/lakehouse/run/test_stream.py",  # 105
-    "tests/lakehouse/models/test_models.py",  # 100
-    "tests/lakehouse/run/test_coordination.py",  # 95
-    "tests/bench/test_ysb.py",  # 80
-    "tests/lakehouse/test_bad_input.py",  # 75
-    "tests/lakehouse/run/test_batch.py",  # 65
-    "tests/lakehouse/cockpit/test_plugin.py",  # 60
-    "tests/lakehouse/run/test_maintenance.py",  # 60
-    "tests/lakehouse/quality/test_gate.py",  # 55
-    "tests/lakehouse/writes/test_history.py",  # 50
-    "tests/lakehouse/sources/test_delta_table.py",  # 45
-    "tests/lakehouse/quality/test_checks.py",  # 45
-    "tests/pipelines/iot/test_quality.py",  # 35
+    "tests/lakehouse/platform/test_embedded.py",  # 668 s
+    "demo",  # 551
+    "tests/lakehouse/orchestration/dags/test_streams.py",  # 485
+    "stack",  # 453
+    "tests/pipelines/crm/test_pipeline.py",  # 385
+    "tests/pipelines/ads/test_streaming.py",  # 374
+    "fresh_iot",  # 298
+    "tests/bench/test_ysb.py",  # 219
+    "tests/lakehouse/run/test_stream.py",  # 188
+    "tests/lakehouse/run/test_coordination.py",  # 173
+    "tests/lakehouse/run/test_batch.py",  # 168
+    "tests/test_readme.py",  # 161
+    "tests/lakehouse/orchestration/dags/test_runs.py",  # 157
+    "tests/lakehouse/models/test_models.py",  # 134
+    "tests/bench/test_stress.py",  # 132
+    "tests/lakehouse/test_bad_input.py",  # 113
+    "tests/lakehouse/cockpit/test_plugin.py",  # 87
+    "tests/lakehouse/quality/test_gate.py",  # 81
+    "tests/lakehouse/run/test_maintenance.py",  # 75
+    "tests/lakehouse/writes/test_history.py",  # 67
+    "tests/lakehouse/sources/test_delta_table.py",  # 64
+    "tests/pipelines/iot/test_quality.py",  # 46
+    "tests/lakehouse/run/test_failures.py",  # 39
+    "tests/lakehouse/quality/test_checks.py",  # 39
 )
 UNITS = "LAKEHOUSE_TEST_UNITS"  # the file the workers write the units to
 
@@ -232,7 +235,7 @@ def spark_settings(tmp_path_factory: pytest.TempPathFactory) -> Settings:
         # one JVM serves the whole run (hundreds of Delta tables, streams, MERGEs): the default
         # 1g heap ran out late in a full run ("Not enough memory to build and broadcast")
         spark_conf={"spark.driver.memory": "3g", **json.loads(os.environ["LAKEHOUSE_SPARK_CONF"])},
-        driver_java_options="",
+        driver_java_options=TEST_GC,
     )
 
 

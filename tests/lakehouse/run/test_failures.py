@@ -1,5 +1,6 @@
-"""A flow whose stateful operators changed after it ran says what happened and what to do, not
-Spark's stack trace and its advice to turn the state schema check off."""
+"""A pipeline that changes after it ran: a flow whose stateful operators changed says what
+happened and what to do, not Spark's stack trace and its advice to turn the state schema check
+off; and the whole change sequence (fix, re-key, new field, loosened expectation), step by step."""
 
 from __future__ import annotations
 
@@ -21,6 +22,8 @@ from lakehouse.plan.compatibility import plan
 from lakehouse.plan.generators import Landing
 from lakehouse.run import coordination
 from lakehouse.run.failures import explain
+from lakehouse.run.replay import replay
+from lakehouse.run.rescue import rescue
 from lakehouse.run.stream import FlowFailed, FlowRefused, StreamRunner
 from lakehouse.serving.tables import describe
 from lakehouse.slices import ALL_TIME
@@ -31,6 +34,7 @@ from pipelines.iot.generator import generate
 
 START = datetime(2026, 1, 1, tzinfo=UTC)
 STATS = "gold.device_type_stats"
+BRONZE, SILVER = "bronze.device_events", "silver.device_events"
 
 
 def stats_per_type_and_device(events: DataFrame) -> DataFrame:
@@ -61,15 +65,26 @@ def test_errors_without_a_known_cause_pass_unchanged_and_state_errors_say_what_t
 
 
 @pytest.mark.slow
-def test_plan_tells_a_re_keyed_aggregate_from_a_fix_the_start_refuses_it_and_a_reset_rebuilds_it(
+def test_a_pipeline_changed_step_by_step_fix_re_key_new_field_and_loosened_expectation(
     spark, read, lake: Lake, iot: Pipeline, iot_landing: Landing, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    generate(
-        iot_landing, events=120, seed=3, start=START, end=START + timedelta(minutes=20), write_registry=True
-    )
+    """The change sequence of a pipeline in use, each step run on the checkpoints the previous
+    one left: v1 runs; a compatible fix of the gold transform (the plan says so, it restarts on
+    its checkpoint, its commits carry the new code version); a re-keyed aggregate (the plan says
+    why, the start refuses it, the reset rebuilds it = the windows counted by hand); a field new
+    in the landing data (kept, planned, filled once declared); an expectation loosened, and the
+    rows it had quarantined replayed. The Airflow side of the re-key (the deploy waits for an
+    operator) is tests/lakehouse/orchestration/dags/test_streams.py's."""
+    v1 = generate(
+        iot_landing, events=120, seed=3, start=START, end=START + timedelta(minutes=20), write_registry=True,
+        unregistered_fraction=0.1,
+    )  # fmt: skip
+    unregistered = set(v1.rejected_ids["unregistered"])
+    assert len(unregistered) >= 5
     flows = iot.select(["bronze.device_events", "silver.device_events", STATS])
     with StreamRunner(spark, lake, iot) as runner:
         runner.run_incremental(flows)
+    v1_version = plan(spark, lake, iot, [STATS])[0].code_version
     stats = iot.table(STATS)
     rekeyed = evolve(
         stats,
@@ -88,6 +103,17 @@ def test_plan_tells_a_re_keyed_aggregate_from_a_fix_the_start_refuses_it_and_a_r
     unchanged = {"bronze.device_events": "unchanged", "silver.device_events": "unchanged"}
     assert statuses(iot) == {**unchanged, STATS: "unchanged", "gold.device_status": "new"}
     assert statuses(fix) == {**unchanged, STATS: "compatible", "gold.device_status": "new"}
+    # the fix restarts on the aggregate's checkpoint with the new code, which its commits record
+    generate(iot_landing, events=40, seed=5, start=START + timedelta(minutes=15),
+             end=START + timedelta(minutes=20), file_prefix="fixed")  # fmt: skip
+    with StreamRunner(spark, lake, fix) as runner:
+        runner.run_incremental(fix.select(["bronze.device_events", "silver.device_events", STATS]))
+    [fixed_plan] = plan(spark, lake, fix, [STATS])
+    assert fixed_plan.status == "unchanged" and fixed_plan.code_version != v1_version
+    assert [c.split()[0] for c in describe(STATS, {"iot": fix}, lake).code_versions] == [
+        fixed_plan.code_version, v1_version,
+    ]  # fmt: skip
+    iot = fix  # deployed now
     [rekeyed_plan] = plan(spark, lake, changed, [STATS])
     assert rekeyed_plan.status == "incompatible", rekeyed_plan
     assert rekeyed_plan.reasons == (
@@ -95,7 +121,7 @@ def test_plan_tells_a_re_keyed_aggregate_from_a_fix_the_start_refuses_it_and_a_r
         "(window: struct<start:timestamp,end:timestamp>, device_type: string, device: string)",
     )
     assert "added device: string" in rekeyed_plan.columns
-    assert rekeyed_plan.deployed_version == plan(spark, lake, iot, [STATS])[0].code_version
+    assert rekeyed_plan.deployed_version == fixed_plan.code_version
     generate(iot_landing, events=60, seed=4, start=START + timedelta(minutes=20),
              end=START + timedelta(minutes=30), file_prefix="later")  # fmt: skip
     flows = changed.select(["bronze.device_events", "silver.device_events", STATS])
@@ -139,7 +165,7 @@ def test_plan_tells_a_re_keyed_aggregate_from_a_fix_the_start_refuses_it_and_a_r
         replanned.code_version
     ]
     old_code = [c.split()[0] for c in describe(STATS, {"iot": iot}, aside).code_versions]
-    assert old_code == [rekeyed_plan.deployed_version]
+    assert old_code == [rekeyed_plan.deployed_version, v1_version]
 
     # the command, on the declared pipeline: going back to the deployed key is a change of state too
     monkeypatch.setenv("LAKEHOUSE_ROOT", lake.root)
@@ -153,3 +179,41 @@ def test_plan_tells_a_re_keyed_aggregate_from_a_fix_the_start_refuses_it_and_a_r
     [back] = json.loads(result.output)
     assert back["status"] == "incompatible" and back["reasons"][0].startswith("aggregate re-keyed: "), back
     assert table.exit_code == 0 and "incompatible" in table.output and "aggregate re-keyed" in table.output
+
+    # a field new in the landing data: bronze keeps it, the plan reports it, rescue fills it once declared
+    known = read(lake, "silver.device_events").first()
+    origins = {f"x-{n}": f"site-{n}" for n in range(3)}
+    iot_landing.write_lines(BRONZE, "with-origin.json", [json.dumps({
+        "event_id": event, "device": known.device, "device_type": known.device_type, "signal": 50.0,
+        "event_time": f"{START + timedelta(minutes=21):%Y-%m-%dT%H:%M:%SZ}", "origin": origin,
+    }) for event, origin in origins.items()])  # fmt: skip
+    with StreamRunner(spark, lake, changed) as runner:
+        runner.run_incremental(changed.select([BRONZE, SILVER, STATS]))
+    [kept] = plan(spark, lake, changed, [BRONZE])
+    assert kept.status == "unchanged" and kept.rescued == (
+        "new source field origin (3 rows kept it in _rescued_data): add it to the source's columns to read it",
+    ), kept
+    bronze = changed.table(BRONZE)
+    declared = [evolve(s, schema=f"{s.schema}, origin STRING") for s in bronze.sources]
+    v3 = evolve(
+        changed, tables=[evolve(bronze, source=declared) if t.name == BRONZE else t for t in changed.tables]
+    )
+    [widened] = plan(spark, lake, v3, [BRONZE])
+    assert widened.status == "compatible" and widened.columns == ("added origin: string",), widened
+    assert rescue(spark, conf, lake, v3, v3.table(BRONZE)).filled == {"origin": 3}
+    rows = read(lake, BRONZE).where("origin IS NOT NULL").collect()
+    assert {r.event_id: r.origin for r in rows} == origins
+
+    # an expectation loosened: the rows it quarantined (the generator's record) land once
+    silver = v3.table(SILVER)
+    v4 = evolve(v3, tables=[
+        evolve(silver, expectations=[e for e in silver.expectations if e.label != "device_registered"])
+        if t.name == SILVER else t for t in v3.tables
+    ])  # fmt: skip
+    before = read(lake, SILVER).count()
+    [replayed] = replay(spark, conf, v4, SILVER, reason="device_registered")
+    assert (replayed.selected, replayed.landed, replayed.still_failing) == (len(unregistered),) * 2 + (0,)
+    landed = {r.event_id for r in read(lake, SILVER).select("event_id").collect()}
+    assert unregistered <= landed and read(lake, SILVER).count() == before + len(unregistered)
+    quarantined = {r.event_id for r in read(lake, silver.quarantine).select("event_id").collect()}
+    assert not quarantined & unregistered
