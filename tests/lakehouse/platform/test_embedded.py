@@ -285,7 +285,7 @@ def test_a_browser_triggers_a_backfill_with_params_and_sees_it_succeed(platform)
 
 @pytest.mark.slow
 def test_airflow_backfill_create_runs_each_daily_slice_through_the_coordination(platform) -> None:
-    """Airflow's own backfill (the CLI; the UI's backfill dialog calls the same API): one run per
+    """Airflow's own backfill, from its CLI and from the UI's backfill dialog: one run per
     completed daily interval of ``iot_backfill``, each a ``lakehouse backfill`` of its slice. Events
     landed for that day are in bronze once each afterwards, whatever the live streams did."""
     from pipelines.iot.generator import generate
@@ -324,6 +324,69 @@ def test_airflow_backfill_create_runs_each_daily_slice_through_the_coordination(
     mine = bronze.filter(pl.col("event_id").is_in(list(landed.event_ids)))
     assert sorted(mine["event_id"]) == sorted(landed.event_ids), "each landed event once in bronze"
     assert mine["event_time"].min() >= day_start and mine["event_time"].max() < day_start + timedelta(days=1)
+
+    # the day before, from the UI's backfill dialog, which sends the form's parameters only when
+    # "Override parameters on existing runs" is ticked (Airflow 3.3; unticked, every run of the
+    # backfill takes the DAG's defaults: all flows, downstream)
+    earlier = day_start - timedelta(days=1)
+    landed = generate(
+        Landing(Lake(running.conf.root), iot), events=60, files=1, seed=32, file_prefix="earlier",
+        start=earlier + timedelta(hours=9), end=earlier + timedelta(hours=10),
+        late_fraction=0, duplicate_fraction=0, malformed_fraction=0,
+    )  # fmt: skip
+    from playwright.sync_api import expect, sync_playwright
+
+    expect.set_options(timeout=EXPECT_TIMEOUT_MS)
+    deadline = time.monotonic() + 120  # one backfill of a DAG at a time: the CLI's must be complete
+    while any(
+        b["completed_at"] is None
+        for b in running.api("GET", "/api/v2/backfills?dag_id=iot_backfill")["backfills"]
+    ):
+        assert time.monotonic() < deadline, "the CLI's backfill is not marked complete"
+        time.sleep(3)
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        page.set_default_timeout(60_000)
+        page.goto(f"{running.url}/dags/iot_backfill")
+        page.get_by_label("Username").fill("admin")
+        page.get_by_label("Password").fill(running.password())
+        page.get_by_role("button", name="Sign in").click()
+        page.wait_for_url("**/dags/iot_backfill")
+        page.get_by_role("button", name="Trigger").first.click()
+        dialog = page.get_by_role("dialog").first
+        dialog.get_by_text("Backfill", exact=True).first.click()
+        for picker in (0, 1):  # From, To: the same day
+            dialog.get_by_test_id("datetime-input").nth(picker).click()
+            calendar = page.locator("[data-scope=popover][data-part=content]:not([hidden])").last
+            calendar.get_by_placeholder("YYYY/MM/DD").fill(earlier.strftime("%Y/%m/%d"))
+            calendar.get_by_placeholder("HH:mm").fill("00:00")
+            page.keyboard.press("Escape")
+        expect(dialog.get_by_text("1 run will be triggered.")).to_be_visible()
+        dialog.get_by_text("Override parameters on existing runs").click()
+        dialog.locator("#element_flows").fill("bronze.device_events")
+        switch = 'input[name="element_downstream"]'
+        dialog.locator(f"label:has({switch})").click()
+        expect(dialog.locator(switch)).not_to_be_checked()
+        dialog.get_by_role("button", name="Run Backfill").click()
+        expect(page.get_by_text("Backfill in progress").first).to_be_visible()
+        browser.close()
+    deadline = time.monotonic() + 120
+    while True:  # the backfill's run: the one not made by the CLI above
+        runs = running.api("GET", "/api/v2/dags/iot_backfill/dagRuns?limit=50")["dag_runs"]
+        made = [r for r in runs if r["run_type"] == "backfill" and r["dag_run_id"] != run["dag_run_id"]]
+        if made or time.monotonic() > deadline:
+            break
+        time.sleep(3)
+    backfills = running.api("GET", "/api/v2/backfills?dag_id=iot_backfill")["backfills"]
+    assert len(made) == 1, f"runs: {runs}; backfills: {backfills}"
+    assert made[0]["data_interval_start"].startswith(earlier.strftime("%Y-%m-%d")), made
+    finished = wait_for_run(running, "iot_backfill", made[0]["dag_run_id"])
+    assert finished["run_type"] == "backfill" and finished["state"] == "success", finished
+    assert finished["conf"]["flows"] == ["bronze.device_events"] and finished["conf"]["downstream"] is False
+    bronze = read_table(Lake(running.conf.root).table("bronze.device_events"))
+    mine = bronze.filter(pl.col("event_id").is_in(list(landed.event_ids)))
+    assert sorted(mine["event_id"]) == sorted(landed.event_ids), "each event of the day once in bronze"
 
 
 def flow_state(page, flow: str) -> str:
