@@ -216,6 +216,28 @@ def test_trigger_over_the_rest_api_as_the_readme_shows(platform) -> None:
     assert {t["task_id"]: t["state"] for t in tasks["task_instances"]} == {"check_flows": "success"}
 
 
+def backfill_dag_page(browser, running: Platform):
+    """``iot_backfill``'s page in Airflow's UI, logged in as the admin."""
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    page.set_default_timeout(60_000)
+    page.goto(f"{running.url}/dags/iot_backfill")
+    page.get_by_label("Username").fill("admin")
+    page.get_by_label("Password").fill(running.password())
+    page.get_by_role("button", name="Sign in").click()
+    page.wait_for_url("**/dags/iot_backfill")
+    return page
+
+
+def bronze_alone(dialog) -> None:
+    """The trigger dialog's Run Parameters narrowed to bronze, without the tables below it."""
+    from playwright.sync_api import expect
+
+    dialog.locator("#element_flows").fill("bronze.device_events")
+    switch = 'input[name="element_downstream"]'  # on by default
+    dialog.locator(f"label:has({switch})").click()
+    expect(dialog.locator(switch)).not_to_be_checked()
+
+
 @pytest.mark.slow
 def test_a_browser_triggers_a_backfill_with_params_and_sees_it_succeed(platform) -> None:
     from playwright.sync_api import expect, sync_playwright
@@ -242,23 +264,14 @@ def test_a_browser_triggers_a_backfill_with_params_and_sees_it_succeed(platform)
     )
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-        page = browser.new_page(viewport={"width": 1400, "height": 1000})
-        page.set_default_timeout(60_000)
-        page.goto(f"{running.url}/dags/iot_backfill")
-        page.get_by_label("Username").fill("admin")
-        page.get_by_label("Password").fill(running.password())
-        page.get_by_role("button", name="Sign in").click()
-        page.wait_for_url("**/dags/iot_backfill")
+        page = backfill_dag_page(browser, running)
 
         page.get_by_role("button", name="Trigger").first.click()
         dialog = page.get_by_role("dialog")
         expect(dialog.get_by_text("Slice start, UTC")).to_be_visible()  # the params' descriptions
         dialog.locator("#element_start").fill(start)
         dialog.locator("#element_end").fill(end)
-        dialog.locator("#element_flows").fill("bronze.device_events")
-        switch = 'input[name="element_downstream"]'  # on by default
-        dialog.locator(f"label:has({switch})").click()  # off: bronze alone
-        expect(dialog.locator(switch)).not_to_be_checked()
+        bronze_alone(dialog)
         dialog.get_by_test_id("trigger-dag-submit").click()  # "Unpause on trigger" is ticked
         page.wait_for_url("**/dags/iot_backfill/runs/manual__*")
         run_id = page.url.rsplit("/runs/", 1)[1]
@@ -346,13 +359,7 @@ def test_airflow_backfill_create_runs_each_daily_slice_through_the_coordination(
         time.sleep(3)
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-        page = browser.new_page(viewport={"width": 1400, "height": 1000})
-        page.set_default_timeout(60_000)
-        page.goto(f"{running.url}/dags/iot_backfill")
-        page.get_by_label("Username").fill("admin")
-        page.get_by_label("Password").fill(running.password())
-        page.get_by_role("button", name="Sign in").click()
-        page.wait_for_url("**/dags/iot_backfill")
+        page = backfill_dag_page(browser, running)
         page.get_by_role("button", name="Trigger").first.click()
         dialog = page.get_by_role("dialog").first
         dialog.get_by_text("Backfill", exact=True).first.click()
@@ -364,10 +371,7 @@ def test_airflow_backfill_create_runs_each_daily_slice_through_the_coordination(
             page.keyboard.press("Escape")
         expect(dialog.get_by_text("1 run will be triggered.")).to_be_visible()
         dialog.get_by_text("Override parameters on existing runs").click()
-        dialog.locator("#element_flows").fill("bronze.device_events")
-        switch = 'input[name="element_downstream"]'
-        dialog.locator(f"label:has({switch})").click()
-        expect(dialog.locator(switch)).not_to_be_checked()
+        bronze_alone(dialog)
         dialog.get_by_role("button", name="Run Backfill").click()
         expect(page.get_by_text("Backfill in progress").first).to_be_visible()
         browser.close()
