@@ -14,6 +14,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
+from urllib.parse import urlsplit
 
 from pyspark.sql import functions as F
 
@@ -48,10 +49,11 @@ def ensure_dir(path: str) -> None:
 
 
 def landed_files(spark: SparkSession, lake: Lake, pipeline: Pipeline, table: Table) -> list[str]:
-    """The files in ``table``'s landing directory now (Spark's file source ignores ``.``/``_`` names)."""
+    """The files in ``table``'s landing directory now, named as Spark names a row's file (the
+    accounting matches them; Spark's file source ignores ``.``/``_`` names)."""
     directory = landing_path(lake, pipeline, table)
     return [
-        f"{directory}/{name}" for name in storage.names(spark, directory) if not name.startswith((".", "_"))
+        path for path in storage.files(spark, directory) if not path.rsplit("/", 1)[-1].startswith((".", "_"))
     ]
 
 
@@ -107,6 +109,13 @@ def batch_files(checkpoint: Checkpoint, batch_id: int, source: int = 0) -> list[
 # --------------------------------------------------------------------------- accounting
 
 
+def same_file(uri: str) -> str:
+    """One spelling per file: Spark names a row's file ``file:/tmp/a%20b``, its file stream's log
+    ``file:///tmp/a%20b``, Hadoop's listing either (both URL-encoded)."""
+    parts = urlsplit(uri)
+    return f"{parts.scheme or 'file'}://{parts.netloc}{parts.path}"
+
+
 @dataclass(frozen=True)
 class LandedFile:
     path: str
@@ -132,11 +141,16 @@ class LandingAccounting:
         limit = self.max_line_bytes
         if limit is None:
             return out
-        read = {
-            r[SOURCE_FILE]: int(r["bytes"] or 0)
+        read = {  # by file, spelled as its rows spell it
+            same_file(r[SOURCE_FILE]): (r[SOURCE_FILE], int(r["bytes"] or 0))
             for r in rows.groupBy(SOURCE_FILE).agg(F.sum(LINE_BYTES).alias("bytes")).collect()
         }
-        short = [(f.path, f.size - read.get(f.path, 0)) for f in files if f.size is not None]
+        short = [
+            (spelled, f.size - bytes_read)
+            for f in files
+            if f.size is not None
+            for spelled, bytes_read in [read.get(same_file(f.path), (f.path, 0))]
+        ]
         short = [(path, missing) for path, missing in short if missing > limit]
         if not short:
             return out

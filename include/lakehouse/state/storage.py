@@ -37,6 +37,16 @@ def names(spark: SparkSession, directory: str) -> list[str]:
     return [str(status.getPath().getName()) for status in fs.listStatus(target)]
 
 
+def files(spark: SparkSession, directory: str) -> list[str]:
+    """The files in ``directory`` as URL-encoded URIs, as Spark names them in a row's
+    ``_metadata.file_path`` and in a file stream's log (up to ``file:/`` for ``file:///``:
+    ``lakehouse.sources.landing.same_file``); empty when it does not exist."""
+    fs, target = filesystem(spark, directory)
+    if not fs.exists(target):
+        return []
+    return [str(status.getPath().toUri().toString()) for status in fs.listStatus(target) if status.isFile()]
+
+
 def glob(spark: SparkSession, pattern: str) -> list[str]:
     """Paths matching a Hadoop glob pattern (``<root>/tables/*/*/_delta_log``)."""
     fs, target = filesystem(spark, pattern)
@@ -92,8 +102,13 @@ def size(spark: SparkSession, path: str) -> tuple[int, int]:
 
 
 def file_size(spark: SparkSession, path: str) -> int | None:
-    """The size of a file in bytes, or ``None`` when it does not exist."""
-    fs, target = filesystem(spark, path)
+    """The size of a file in bytes, or ``None`` when it does not exist; ``path`` a plain path or
+    a URL-encoded URI (``file:/tmp/a%20b``, as Spark names files)."""
+    if path.startswith("file:") or "://" in path:
+        target = jvm(spark).org.apache.hadoop.fs.Path(jvm(spark).java.net.URI(path))
+        fs = target.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())  # noqa: SLF001
+    else:
+        fs, target = filesystem(spark, path)
     try:
         return int(fs.getFileStatus(target).getLen())
     except Exception as exc:  # py4j wraps the JVM's FileNotFoundException

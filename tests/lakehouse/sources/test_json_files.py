@@ -4,9 +4,15 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+from lakehouse.plan.generators import Landing
 from lakehouse.sources import PARSE_ERROR, RAW_RECORD, RESCUED, LandedFile, LandingAccounting, parse_json
-from lakehouse.spec import JsonFiles, ddl_columns
+from lakehouse.spec import Ingest, JsonFiles, Pipeline, ddl_columns
+from lakehouse.spec.sources import SOURCE_FILE
+
+if TYPE_CHECKING:
+    from lakehouse.core.lake import Lake
 
 COLUMNS = ddl_columns("id STRING NOT NULL, v DOUBLE, ts TIMESTAMP NOT NULL")
 
@@ -78,3 +84,44 @@ def test_a_line_too_long_to_read_and_a_vanished_file_are_accounted_for(spark, tm
     assert "5,0" in lost["only-huge.json"]  # the bytes no row holds
     assert accounting.vanished == [f"file://{landing}/gone.json"]
     assert "_file_size" not in out[0].asDict()
+
+
+LONG_LINES = Pipeline(
+    "json_long",
+    tables=[
+        Ingest(
+            "bronze.json_events",
+            source=JsonFiles(schema="id STRING NOT NULL, v DOUBLE", max_line_bytes=1000),
+            event_time=None,
+        )
+    ],
+)
+
+
+def test_files_larger_than_the_line_limit_are_accounted_for_by_their_lines_in_stream_and_backfill(
+    spark, stream_and_batch, rows_of
+) -> None:
+    """The accounting matches each landed file with the rows read from it, in the stream and in
+    a backfill that lists the landing directory itself: a file of short lines larger than
+    ``max_line_bytes`` has nothing missing; one skipped line is counted to the byte (the file
+    names have a space: Spark spells them URL-encoded)."""
+    short = [json.dumps({"id": f"s{i}", "v": i}) for i in range(200)]  # ~5 KB, over the 1,000-byte limit
+    huge = json.dumps({"id": "h", "v": 0, "blob": "x" * 5000})
+
+    def write_input(lake: Lake) -> None:
+        landing = Landing(lake, LONG_LINES)
+        landing.write_lines("bronze.json_events", "short lines.json", short)
+        landing.write_lines("bronze.json_events", "one huge.json", [short[0].replace("s0", "t0"), huge])
+
+    for lake in stream_and_batch(LONG_LINES, write_input):
+        rows = rows_of(lake, "bronze.json_events", ["id", PARSE_ERROR, SOURCE_FILE])
+        assert sorted(r[0] for r in rows if r[0]) == sorted([f"s{i}" for i in range(200)] + ["t0"])
+        lost = [(Path(r[2]).name, r[1]) for r in rows if r[0] is None]
+        missing = len(huge.encode()) + 1  # the line and its newline, counted here by hand
+        assert lost == [
+            (
+                "one%20huge.json",
+                f"a line longer than 1,000 bytes (max_line_bytes) was skipped; {missing:,} bytes of the "
+                "file are in no row",
+            )
+        ]
