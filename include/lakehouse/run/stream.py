@@ -120,11 +120,24 @@ class FlowSink:
         # ``prepare`` runs a job over the whole (persisted) batch itself (landing accounting): no
         # separate count to materialize it.
         self.prepare_materializes = prepare_materializes
+        # A flow without stateful operators, gate, recomputation or model reads its batch once,
+        # in the write (and its accounting, if any, reads only file names and line sizes): no
+        # cache. Set once the flow's plan is known (``cache_if_needed``).
+        self.cached = True
         self.recomputed = recomputed
         self.scored = scored
         self._query_id: str | None = None
         self._bound = threading.Event()
         self._first_of_run = True  # the one batch of this query run that can be a replay
+
+    def cache_if_needed(self, shape: compatibility.FlowShape) -> None:
+        """Cache each batch only when the flow reads it more than once (a gate, a recomputation,
+        scoring, a write mode that reads its rows more than once) or has state to commit."""
+        self.cached = (
+            bool(shape.operators)
+            or not self.writer.mode.reads_once
+            or any((self.gate is not None, self.recomputed, self.scored is not None))
+        )
 
     def bind(self, query_id: str) -> None:
         """Attach the streaming query id (the Delta transaction id); micro-batches wait for it."""
@@ -153,7 +166,9 @@ class FlowSink:
         # Materialize first: when a replayed batch is skipped (already committed) the plan
         # would otherwise never run, and stateful operators would not commit this batch's state.
         # Materializing it on its own also times the read and transform apart from the gate.
-        batch.persist()
+        # (Not cached: the write computes the rows, and its phase includes computing them.)
+        if self.cached:
+            batch.persist()
         rows = batch
         clock = time.perf_counter()
         phases: dict[str, float] = {}
@@ -165,7 +180,7 @@ class FlowSink:
             clock = now
 
         try:
-            if not (self.prepare and self.prepare_materializes):
+            if self.cached and not (self.prepare and self.prepare_materializes):
                 batch.count()
             lap("compute")
             if self.prepare:
@@ -194,7 +209,8 @@ class FlowSink:
             BATCH_TIMINGS.record(self._query_id, batch_id, phases)
             self._committed()
         finally:
-            batch.unpersist()
+            if self.cached:
+                batch.unpersist()
             if rows is not batch:  # recomputed or scored rows, cached for the gate and the write
                 rows.unpersist()
 
@@ -258,6 +274,7 @@ class StreamRunner:
         checkpoint = self.lake.checkpoint(self.pipeline.name, table.name)
         shape = compatibility.shape_of(self.pipeline, table, rows)
         self._refuse_incompatible(table, checkpoint, shape)
+        sink.cache_if_needed(shape)
         sink.written_by(shape.code_version, lambda: compatibility.record(self.spark, checkpoint, shape))
         stream = (
             df.writeStream.queryName(query_name(self.pipeline.name, table.name))

@@ -40,7 +40,9 @@ def parse_json(
     parsed = F.from_json("value", ddl, {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": "_corrupt"})
     as_map = F.from_json("value", "map<string,string>")  # evaluated only where used: flagged rows, rescues
     names = F.array(*[F.lit(c.name) for c in columns])
-    df = lines.withColumn("_p", parsed).withColumn("_k", F.json_object_keys("value"))
+    # only the parse is a column of its own (read many times); the keys are read once, inline:
+    # as a column of their own the same parse took 8.8 s instead of 6.7 (2M YSB lines, 2 cores)
+    df = lines.withColumn("_p", parsed)
 
     def typed(name: str) -> SparkColumn:  # the field as the schema parse read it
         return F.col(f"_p.`{name}`")
@@ -65,7 +67,7 @@ def parse_json(
         flagged,
         F.when(as_map.isNull(), F.lit("not a JSON object")).otherwise(F.coalesce(mismatched, missing(True))),
     ).otherwise(missing(False))
-    unknown = F.size(F.array_except("_k", names)) > 0  # no lambda: a compiled expression
+    unknown = F.size(F.array_except(F.json_object_keys("value"), names)) > 0  # no lambda: compiled
     kept = F.from_json("value", "map<string,variant>")  # as sent: numbers stay numbers (``rescue``)
     extra = F.map_filter(kept, lambda k, _v: ~F.array_contains(names, k))
     return df.select(

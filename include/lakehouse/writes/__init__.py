@@ -40,7 +40,7 @@ import importlib
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, ClassVar, Literal
 
 from pyspark.sql import functions as F
 
@@ -94,6 +94,9 @@ class Origin:
 class ModeWriter:
     """How one write mode commits a table's rows; the defaults are those of a table whose slices
     are its event time, replaced whole. A mode's writer overrides what differs."""
+
+    # whether ``write_batch`` reads its rows once (a stream need not cache a stateless flow's batch)
+    reads_once: ClassVar[bool] = False
 
     def __init__(self, lake: Lake, table: Table) -> None:
         self.table = table

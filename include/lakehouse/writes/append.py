@@ -14,6 +14,8 @@ if TYPE_CHECKING:
 class AppendWriter(ModeWriter):
     """Appends never scan the table: ``Append(keys)`` rows were deduplicated by the flow."""
 
+    reads_once = True
+
     def write_batch(self, rows: DataFrame, origin: Origin) -> None:
         assert origin.batch_id is not None
         delta.append_once(
