@@ -351,6 +351,15 @@ def regime(spark: SparkSession, work: Path, events: int, files: int) -> dict[str
             "user_backfill": gold_views(spark, lakes["user-backfill"].table("gold.campaign_windows")),
             "plain_batch": gold_views(spark, str(Path(lakes["plain-batch"].root) / "batch-tables" / "gold")),
         },
+        # every event once in bronze, and nothing else (a parse error or an accounting row would show)
+        "bronze_rows": {
+            name: spark.read.format("delta").load(lakes[lake].table("bronze.ad_events")).count()
+            for name, lake in (
+                ("platform", "platform"),
+                ("backfill", "backfill"),
+                ("user_backfill", "user-backfill"),
+            )
+        },
     }
 
 
