@@ -14,6 +14,7 @@ TESTS = REPO / "tests"
 # module (dotted, under lakehouse.) -> the test modules (paths under tests/) that prove it
 TESTED_ELSEWHERE: dict[str, tuple[str, ...]] = {
     # the command line: one test module per group of commands
+    "platform.airflow_sqlite": ("lakehouse/platform/test_services.py",),
     "cli.kit": ("lakehouse/cli/test_pipelines.py", "lakehouse/cli/test_operate.py"),
     # (the maintain command's arguments are checked by the DAG's test, its work by maintain's)
     "cli.maintain": ("lakehouse/orchestration/dags/test_maintenance.py", "lakehouse/run/test_maintenance.py"),

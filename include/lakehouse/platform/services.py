@@ -165,8 +165,10 @@ class Platform:
             "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
             "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
             "AIRFLOW__CORE__PARALLELISM": "4",
-            # SQLite serializes writers: on a busy small machine the execution API answers slowly
+            # SQLite serializes writers: on a busy small machine the execution API answers slowly,
+            # and a writer waits longer than Python's 5 s for the lock
             "AIRFLOW__WORKERS__EXECUTION_API_TIMEOUT": "60",
+            "AIRFLOW__DATABASE__SQL_ALCHEMY_CONNECT_ARGS": "lakehouse.platform.airflow_sqlite.CONNECT_ARGS",
             "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": f"{ADMIN}:admin,{VIEWER}:viewer",
             "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(self.dir / "passwords.json"),
             "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"http://127.0.0.1:{port}/execution/",

@@ -228,6 +228,7 @@ class Stack(Platform):
     def env(self) -> dict[str, str]:
         """The embedded platform's environment, pointed at Postgres, the cluster and Kafka."""
         env = super().env()
+        env.pop("AIRFLOW__DATABASE__SQL_ALCHEMY_CONNECT_ARGS")  # SQLite's, not Postgres's
         env.update(
             AIRFLOW__DATABASE__SQL_ALCHEMY_CONN_CMD=f"cat {self.database_secret}",
             LAKEHOUSE_SPARK_PROPERTIES_FILE=str(self.spark_properties),

@@ -59,3 +59,17 @@ def test_stop_leaves_no_process_of_the_service_even_detached_ones_started_during
     assert Path(f"{script}.sigterm").exists(), "the detached child was not sent SIGTERM"
     assert marked(marker) == [], "processes of the service outlived its stop"
     assert not platform.state_file("family").exists()
+
+
+def test_airflow_on_the_embedded_platform_waits_60_s_for_sqlites_lock(tmp_path: Path) -> None:
+    """Airflow's processes and CLI, in the platform's environment, open SQLite with a 60 s busy
+    timeout (Python's 5 s default failed `airflow backfill create` under load); read back from
+    SQLite itself, in a fresh Airflow process."""
+    import subprocess
+
+    platform = Platform(Settings(root=str(tmp_path / "lake"), platform_dir=tmp_path / "platform"))
+    env = {**platform.env(), "AIRFLOW_HOME": str(tmp_path / "airflow")}
+    probe = "from airflow import settings; print(settings.engine.connect().exec_driver_sql('PRAGMA busy_timeout').scalar())"
+    out = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip().splitlines()[-1] == "60000"
