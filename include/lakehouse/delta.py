@@ -6,8 +6,8 @@ Two kinds of commit, two retry rules:
 - **Stream commits** (:func:`append_once`, :func:`once`) are identified by the query id (stable
   across restarts from one checkpoint) and the batch id, so a batch replayed after a crash is
   skipped instead of written twice: each commit records the pair in its ``userMetadata``, and
-  only a batch that can be a replay checks it, and is also written with Delta's
-  ``txnAppId``/``txnVersion`` (see :func:`append_once`). Re-running such a commit after a
+  only a batch that can be a replay checks it; Delta's ``txnAppId``/``txnVersion`` only where
+  the retained log has no commit of the stream (see :func:`append_once`). Re-running such a commit after a
   conflict is safe, so they retry by themselves.
 - **Slice replacements** (:func:`replace`) are one attempt: re-saving the same rows after a
   conflict could delete what a concurrent writer just committed. Their callers retry by
@@ -149,33 +149,39 @@ def append_once(
 
     Every append records the pair in its commit's ``userMetadata``. Only a batch that can be a
     replay (``replay_possible``: the first one a query runs after it started; Spark re-runs the
-    last batch it had not marked done) looks for it among the table's commits, and is also written
-    with Delta's ``txnAppId`` (its own check, and what tables written before the marker carry).
-    Later batches of the same run are new by construction and skip both checks: in Delta 4.4
-    ``txnAppId`` rebuilds the table's whole state (three Spark jobs) at every commit.
+    last batch it had not marked done) looks for it among the table's commits. When the retained
+    log holds no commit of the stream at all (a new flow; commits older than the log's retention,
+    e.g. a flow paused for a month), it is also written with Delta's ``txnAppId``, which the
+    table's state keeps for good. Later batches of the same run are new by construction and skip
+    both checks: in Delta 4.4 ``txnAppId`` rebuilds the table's whole state (three Spark jobs,
+    0.4-0.9 s on a small table) at every commit.
     """
     writer = df.write.format("delta").mode("append").option("mergeSchema", "true")
     writer = writer.option("userMetadata", _marker(app_id, version))
     if replay_possible:
-        if _replayed(df.sparkSession, path, app_id, version, what):
+        committed = _replayed(df.sparkSession, path, app_id, version, what)
+        if committed:
             return
-        writer = writer.option("txnAppId", app_id).option("txnVersion", version)
+        if committed is None:
+            writer = writer.option("txnAppId", app_id).option("txnVersion", version)
     retry_on_conflict(lambda: writer.save(path), what)
 
 
-def _replayed(spark: SparkSession, path: str, app_id: str, version: int, what: str) -> bool:
-    """The replay check of a batch that can be one: already committed (logged), or not."""
-    if stream_committed(spark, path, app_id, version):
+def _replayed(spark: SparkSession, path: str, app_id: str, version: int, what: str) -> bool | None:
+    """The replay check of a batch that can be one (see :func:`stream_committed`)."""
+    committed = stream_committed(spark, path, app_id, version)
+    if committed:
         log.info("%s: already committed (a replayed batch), skipped", what)
-        return True
-    return False
+    return committed
 
 
-def stream_committed(spark: SparkSession, path: str, app_id: str, version: int) -> bool:
-    """Whether the table holds batch ``version`` of stream ``app_id`` (from the ``userMetadata``
-    of its newest commit by that stream: batches are committed in order)."""
+def stream_committed(spark: SparkSession, path: str, app_id: str, version: int) -> bool | None:
+    """Whether the table holds batch ``version`` of stream ``app_id``, from the ``userMetadata``
+    of its newest commit by that stream (batches are committed in order). ``None``: the retained
+    log holds no commit of that stream (or there is no table yet), so only Delta's transaction
+    ids can tell."""
     if not exists(spark, path):
-        return False
+        return None
     table = DeltaTable.forPath(spark, path)
     for limit in (50, None):  # recent commits first; the whole retained log only if needed
         commits = (table.history(limit) if limit else table.history()).select("userMetadata").collect()
@@ -185,7 +191,7 @@ def stream_committed(spark: SparkSession, path: str, app_id: str, version: int) 
                 return marker[1] >= version
         if limit is not None and len(commits) < limit:
             break
-    return False
+    return None
 
 
 def version_through_batch(spark: SparkSession, path: str, batch: int) -> int | None:
@@ -277,9 +283,10 @@ def once(
 ) -> None:
     """Run ``commit`` (e.g. a MERGE into ``path``) exactly once per (``app_id``, ``version``),
     retrying conflicts; the replay check as in :func:`append_once`."""
-    if replay_possible and _replayed(spark, path, app_id, version, what):
+    committed = _replayed(spark, path, app_id, version, what) if replay_possible else False
+    if committed:
         return
-    with _transaction(spark, app_id, version, txn=replay_possible):
+    with _transaction(spark, app_id, version, txn=committed is None):
         retry_on_conflict(commit, what)
 
 

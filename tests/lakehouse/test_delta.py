@@ -3,6 +3,7 @@ is skipped; VACUUM's own settings end with the call."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from delta.tables import DeltaTable
@@ -36,9 +37,21 @@ def test_a_replayed_append_is_skipped_whether_its_batch_was_first_of_its_run_or_
     assert append(1, first=True) == 3  # (an older one too)
     assert append(3, first=False) == 4
     assert append(3, first=True, app="query-2") == 5  # another stream's batch 3 is its own
+    assert append(4, first=True) == 6  # a restart's new batch: the log shows the stream's batch 3
     versions = DeltaTable.forPath(spark, path).history().select("version", "userMetadata").collect()
-    assert len(versions) == 5  # each batch one commit, the skipped replays none
-    assert stream_committed(spark, path, "query-1", 3) and not stream_committed(spark, path, "query-1", 4)
+    assert len(versions) == 6  # each batch one commit, the skipped replays none
+    assert stream_committed(spark, path, "query-1", 4)
+    assert stream_committed(spark, path, "query-1", 5) is False
+    assert stream_committed(spark, path, "query-3", 0) is None  # no commit of it: only Delta's txn can tell
+    # Delta's txn ids (costly: the table's whole state) only where the log had no commit of the
+    # stream: query-1's first batch and query-2's; read from the commit files themselves
+    txns = {
+        int(commit.stem): action["txn"]["appId"]
+        for commit in (tmp_path / "bronze" / "events" / "_delta_log").glob("*.json")
+        for action in map(json.loads, commit.read_text().splitlines())
+        if "txn" in action
+    }
+    assert txns == {0: "query-1", 4: "query-2"}
 
 
 def test_a_replayed_merge_is_skipped_and_later_batches_carry_only_the_marker(spark, tmp_path: Path) -> None:
@@ -57,6 +70,12 @@ def test_a_replayed_merge_is_skipped_and_later_batches_carry_only_the_marker(spa
     assert upsert(2, first=False) == 3
     history = DeltaTable.forPath(spark, path).history().orderBy("version").collect()
     assert [h.userMetadata is not None for h in history] == [False, True, True, True]
+    txns = [
+        int(commit.stem)
+        for commit in (tmp_path / "gold" / "counts" / "_delta_log").glob("*.json")
+        if any("txn" in json.loads(line) for line in commit.read_text().splitlines())
+    ]
+    assert txns == [1]  # the stream's first commit: no earlier one in the log to tell a replay
     assert spark.conf.get("spark.databricks.delta.commitInfo.userMetadata", None) is None  # not left set
     assert sorted(spark.read.format("delta").load(path).collect()) == [(0, 2), (1, 1)]
 

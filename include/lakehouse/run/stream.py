@@ -181,7 +181,14 @@ class FlowSink:
 
         try:
             if self.cached and not (self.prepare and self.prepare_materializes):
-                batch.count()
+                counted = batch.count()
+                if counted == 0 and self.prepare is None and self.writer.mode.no_rows_no_change:
+                    # Nothing to judge or write (a batch that only moved the watermark): no
+                    # commit; a replay of it finds the stream's previous batch, writes nothing too.
+                    lap("compute")
+                    BATCH_TIMINGS.record(self._query_id, batch_id, phases)
+                    self._committed()
+                    return
             lap("compute")
             if self.prepare:
                 try:

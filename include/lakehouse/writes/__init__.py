@@ -97,6 +97,9 @@ class ModeWriter:
 
     # whether ``write_batch`` reads its rows once (a stream need not cache a stateless flow's batch)
     reads_once: ClassVar[bool] = False
+    # whether a micro-batch without rows changes nothing (the stream then commits nothing for it:
+    # a stateful flow's batches that only move the watermark often emit no row)
+    no_rows_no_change: ClassVar[bool] = True
 
     def __init__(self, lake: Lake, table: Table) -> None:
         self.table = table

@@ -17,6 +17,8 @@ class RecomputeWriter(ModeWriter):
     """Each micro-batch is the whole recomputed table: with keys, only rows that differ change
     (downstream reads its change data feed); without, it replaces the table."""
 
+    no_rows_no_change = False  # no rows recomputed: the table becomes empty
+
     def ensure(self, df: DataFrame) -> bool:
         return delta.ensure_table(
             df.sparkSession, self.path, df.schema, name=self.table.name,
