@@ -35,8 +35,10 @@ log = logging.getLogger("lakehouse.progress")
 # phase: Spark runs them as one pipelined plan when the sink materializes the batch.
 PHASES = {
     "plan": "find new input and plan the batch (Spark: latestOffset, getBatch, queryPlanning)",
-    "compute": "read, transform, deduplicate and update state: materializing the batch",
-    "gate": "the quality gate: expectation counts and their results record",
+    "compute": "read, transform, deduplicate and update state: materializing the batch (with a "
+    "quality gate, the same pass counts its expectations)",
+    "gate": "the quality gate beyond its counts (a flow whose gate judges rows its sink derived "
+    "from the batch: its counts too); its results are recorded in the background",
     "write": "the table's Delta write and commit (append, or MERGE)",
     "quarantine": "the quarantine's Delta write and commit (beside the table's write)",
     "checkpoint": "the stream's offset log and commit log (Spark: walCommit, commitOffsets)",

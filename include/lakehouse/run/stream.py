@@ -179,16 +179,16 @@ class FlowSink:
             phases[phase] = phases.get(phase, 0.0) + now - clock
             clock = now
 
+        # A gate judging the batch itself counts its rows in the pass that materializes it: one
+        # Spark job fewer per batch (the counts ride along; the phase is the batch's computing).
+        gate_materializes = self.cached and self.gate is not None and self.prepare is None
         try:
-            if self.cached and not (self.prepare and self.prepare_materializes):
-                counted = batch.count()
-                if counted == 0 and self.prepare is None and self.writer.mode.no_rows_no_change:
-                    # Nothing to judge or write (a batch that only moved the watermark): no
-                    # commit; a replay of it finds the stream's previous batch, writes nothing too.
-                    lap("compute")
-                    BATCH_TIMINGS.record(self._query_id, batch_id, phases)
-                    self._committed()
-                    return
+            counts = (
+                self.cached and not (self.prepare and self.prepare_materializes) and not gate_materializes
+            )
+            if counts and batch.count() == 0 and self._no_rows_no_change():  # materializes the batch
+                lap("compute")
+                return self._nothing_to_write(batch_id, phases)
             lap("compute")
             if self.prepare:
                 try:
@@ -211,7 +211,11 @@ class FlowSink:
                     self.writer.ensure(rows)
             lap("compute")  # landing accounting, a recomputation, scoring: part of computing the batch
             verdict = Verdict(rows, None) if self.gate is None else self.gate.judge(rows, origin)
-            lap("gate")
+            lap("compute" if gate_materializes else "gate")
+            phases.setdefault("gate", 0.0)  # its results are recorded in the background
+            no_rows = gate_materializes and verdict.outcome is not None and not verdict.outcome.rows
+            if no_rows and self._no_rows_no_change():
+                return self._nothing_to_write(batch_id, phases)
             phases.update(self.writer.write_batch(verdict.kept, verdict.rejected, origin))
             BATCH_TIMINGS.record(self._query_id, batch_id, phases)
             self._committed()
@@ -220,6 +224,16 @@ class FlowSink:
                 batch.unpersist()
             if rows is not batch:  # recomputed or scored rows, cached for the gate and the write
                 rows.unpersist()
+
+    def _no_rows_no_change(self) -> bool:
+        return self.prepare is None and self.writer.mode.no_rows_no_change
+
+    def _nothing_to_write(self, batch_id: int, phases: dict[str, float]) -> None:
+        """A batch without rows (one that only moved the watermark) in a mode where that changes
+        nothing: no commit; a replay of it finds the stream's previous batch, and writes nothing too."""
+        assert self._query_id is not None
+        BATCH_TIMINGS.record(self._query_id, batch_id, phases)
+        self._committed()
 
     def _committed(self) -> None:
         if self.on_first_commit is not None:
