@@ -6,9 +6,9 @@ Two kinds of commit, two retry rules:
 - **Stream commits** (:func:`append_once`, :func:`once`) are identified by the query id (stable
   across restarts from one checkpoint) and the batch id, so a batch replayed after a crash is
   skipped instead of written twice: each commit records the pair in its ``userMetadata``, and
-  only a batch that can be a replay checks it; Delta's ``txnAppId``/``txnVersion`` only where
-  the retained log has no commit of the stream (see :func:`append_once`). Re-running such a commit after a
-  conflict is safe, so they retry by themselves.
+  only a batch that can be a replay checks it (with Delta's ``txnAppId``/``txnVersion`` too where
+  the retained log has no commit of the stream, see :func:`append_once`). Re-running such a
+  commit after a conflict is safe, so they retry by themselves.
 - **Slice replacements** (:func:`replace`) are one attempt: re-saving the same rows after a
   conflict could delete what a concurrent writer just committed. Their callers retry by
   recomputing the rows from fresh inputs (``retry_on_conflict`` around compute-and-commit).
