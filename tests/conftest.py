@@ -35,7 +35,7 @@ for variable in ("COLUMNS", "LINES"):
 # The drivers and SQL servers tests start live for minutes: C2, the JIT's optimising compiler,
 # costs them more CPU than it wins back (an iot incremental run: 78 CPU-s with it, 46 without).
 # The session's own JVM, which runs for the whole suite, keeps it (see spark_settings).
-# Serial GC: with three workers on two cores, G1's concurrent threads only add work (two test
+# Serial GC: with three or four workers on two cores, G1's concurrent threads only add work (two test
 # modules in one session: 137-138 CPU-s with it instead of 142-146 with G1, two runs each).
 TEST_GC = "-XX:+UseSerialGC"
 os.environ.setdefault("LAKEHOUSE_DRIVER_JAVA_OPTIONS", f"-XX:TieredStopAtLevel=1 {TEST_GC}")
@@ -65,7 +65,7 @@ os.environ.setdefault("LAKEHOUSE_SPARK_CONF", json.dumps(TEST_SPARK_CONF))
 # longest tests are the ones with drivers.
 os.environ.setdefault("LAKEHOUSE_DRIVER_NICE", "0")
 
-# `make test` runs the suite on three pytest-xdist workers (`-n 3 --dist loadgroup`): a test file
+# `make test` runs the suite on four pytest-xdist workers (`-n 4 --dist loadgroup`): a test file
 # is one unit of work (its module fixtures are built once), and tests sharing an expensive
 # session fixture form one unit across files, so each is built once per run, not once per worker.
 # pytest-xdist 3.8's own loadgroup renames items, which pytest 9 ignores (each test became a unit

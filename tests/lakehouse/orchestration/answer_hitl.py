@@ -24,26 +24,39 @@ def main() -> None:
     dag_id, task_id, option = sys.argv[1:4]
     deadline = time.monotonic() + float(sys.argv[4] if len(sys.argv) > 4 else 600)
     client = TestClient(create_app("core"))
+
+    def call(method: str, path: str, **kwargs: object) -> dict:
+        """The API's answer; a failure (SQLite busy while the run writes, under load) is retried
+        until the deadline: an operator who gave up would leave the run waiting for ever."""
+        while True:
+            try:
+                response = client.request(method, path, **kwargs)
+                response.raise_for_status()
+                return response.json()
+            except Exception as exc:  # printed, retried, fatal only at the deadline
+                if time.monotonic() > deadline:
+                    raise
+                print(f"{method} {path}: {exc!r}; retrying", flush=True)
+                time.sleep(1)
+
     while True:
-        answer = client.get(f"/api/v2/dags/{dag_id}/dagRuns/~/hitlDetails")
-        answer.raise_for_status()
+        details = call("GET", f"/api/v2/dags/{dag_id}/dagRuns/~/hitlDetails")
         pending = [
             d
-            for d in answer.json()["hitl_details"]
+            for d in details["hitl_details"]
             if d["task_instance"]["task_id"] == task_id and not d["response_received"]
         ]
         if pending:
             break
         if time.monotonic() > deadline:
-            raise SystemExit(f"no pending request of {dag_id}.{task_id}: {answer.json()}")
+            raise SystemExit(f"no pending request of {dag_id}.{task_id}: {details}")
         time.sleep(1)
     [request] = pending
     run_id = request["task_instance"]["dag_run_id"]
     path = f"/api/v2/dags/{dag_id}/dagRuns/{run_id}/taskInstances/{task_id}/-1/hitlDetails"
-    response = client.patch(path, json={"chosen_options": [option], "params_input": {}})
-    response.raise_for_status()
+    answered = call("PATCH", path, json={"chosen_options": [option], "params_input": {}})
     seen = {k: request[k] for k in ("subject", "body", "options")}
-    print(MARKER + json.dumps({**seen, "chosen": response.json()["chosen_options"]}), flush=True)
+    print(MARKER + json.dumps({**seen, "chosen": answered["chosen_options"]}), flush=True)
 
 
 if __name__ == "__main__":
