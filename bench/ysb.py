@@ -47,6 +47,7 @@ if TYPE_CHECKING:
 
     from pyspark.sql import DataFrame, SparkSession
 
+    from lakehouse.run.batch import BackfillStep
     from lakehouse.spec import Pipeline
 
 RESULTS = BENCH / "results"
@@ -188,12 +189,14 @@ def run_plain(spark: SparkSession, root: Path) -> float:
     return time.perf_counter() - began
 
 
-def run_plain_batch(spark: SparkSession, root: Path) -> float:
+def run_plain_batch(spark: SparkSession, root: Path) -> tuple[float, dict[str, float]]:
     """The same three layers written by hand as batch jobs over the whole day (what a backfill
-    is measured against): each layer read, transformed and written once."""
+    is measured against): each layer read, transformed and written once. Seconds, in all and
+    per layer (a layer's read, parse and transform run inside its write: one Spark job)."""
     from pyspark.sql import functions as F
 
     began = time.perf_counter()
+    layers: dict[str, float] = {}
     tables = root / "batch-tables"
     campaigns = spark.read.option("header", "true").csv(str(root / "reference" / "ysb" / "campaigns.csv"))
     events = (
@@ -203,6 +206,7 @@ def run_plain_batch(spark: SparkSession, root: Path) -> float:
         .select("e.*")
     )
     events.write.format("delta").mode("overwrite").save(str(tables / "bronze"))
+    layers["bronze"] = time.perf_counter() - began
     views = (
         spark.read.format("delta")
         .load(str(tables / "bronze"))
@@ -211,6 +215,7 @@ def run_plain_batch(spark: SparkSession, root: Path) -> float:
         .select("campaign_id", "ad_id", "event_time")
     )
     views.write.format("delta").mode("overwrite").save(str(tables / "silver"))
+    layers["silver"] = time.perf_counter() - began - layers["bronze"]
     counts = (
         spark.read.format("delta")
         .load(str(tables / "silver"))
@@ -219,19 +224,37 @@ def run_plain_batch(spark: SparkSession, root: Path) -> float:
         .select(F.col("window.start").alias("window_start"), "campaign_id", "views")
     )
     counts.write.format("delta").mode("overwrite").save(str(tables / "gold"))
-    return time.perf_counter() - began
+    seconds = time.perf_counter() - began
+    layers["gold"] = seconds - layers["bronze"] - layers["silver"]
+    return seconds, layers
 
 
-def run_backfill(spark: SparkSession, lake: Lake) -> float:
+def phases_per_layer(steps: list[BackfillStep], seconds: float) -> dict[str, dict[str, float]]:
+    """Where a backfill's ``seconds`` went: per layer (the table's), the phases its steps recorded
+    (plan, guard, compute, gate, write; ``catch-up`` for a flow that never streamed, computed once
+    as its stream) and ``other`` (the rest of the step: reading the table's state, the
+    accounting); ``coordination``: what no step holds (leases, the streams' catch-up
+    and cut, query starts)."""
+    layers: dict[str, dict[str, float]] = {}
+    for step in steps:
+        layer = layers.setdefault(step.table.split(".", 1)[0], {})
+        for phase, spent in step.phases.items():
+            layer[phase] = round(layer.get(phase, 0.0) + spent, 3)
+        layer["other"] = round(layer.get("other", 0.0) + step.seconds - sum(step.phases.values()), 3)
+    layers["coordination"] = {"other": round(seconds - sum(step.seconds for step in steps), 3)}
+    return layers
+
+
+def run_backfill(spark: SparkSession, lake: Lake) -> tuple[float, list[BackfillStep]]:
     from lakehouse.run.batch import backfill
     from lakehouse.slices import Slice
 
     began = time.perf_counter()
-    backfill(spark, lake, pipeline(), Slice(DAY, DAY + timedelta(days=1)))
-    return time.perf_counter() - began
+    steps = backfill(spark, lake, pipeline(), Slice(DAY, DAY + timedelta(days=1)))
+    return time.perf_counter() - began, steps
 
 
-def run_user_backfill(spark: SparkSession, lake: Lake) -> float:
+def run_user_backfill(spark: SparkSession, lake: Lake) -> tuple[float, list[BackfillStep]]:
     """The backfill as users run it (``lakehouse backfill``, the backfill DAG): coordinated with
     the streams (leases, catch-up, cut), on a lake whose flows never streamed."""
     from lakehouse.core.config import Settings
@@ -239,8 +262,8 @@ def run_user_backfill(spark: SparkSession, lake: Lake) -> float:
     from lakehouse.slices import Slice
 
     began = time.perf_counter()
-    backfill(spark, Settings(root=lake.root), pipeline(), Slice(DAY, DAY + timedelta(days=1)))
-    return time.perf_counter() - began
+    steps = backfill(spark, Settings(root=lake.root), pipeline(), Slice(DAY, DAY + timedelta(days=1)))
+    return time.perf_counter() - began, steps
 
 
 def gold_views(spark: SparkSession, path: str) -> int:
@@ -323,9 +346,9 @@ def regime(spark: SparkSession, work: Path, events: int, files: int) -> dict[str
     plain_s = run_plain(spark, Path(lakes["plain"].root))
     platform_s = run_platform(spark, lakes["platform"])
     print(f"{events:,} events in {files} files: backfill and batch jobs ...", flush=True)
-    plain_batch_s = run_plain_batch(spark, Path(lakes["plain-batch"].root))
-    backfill_s = run_backfill(spark, lakes["backfill"])
-    user_backfill_s = run_user_backfill(spark, lakes["user-backfill"])
+    plain_batch_s, plain_layers = run_plain_batch(spark, Path(lakes["plain-batch"].root))
+    backfill_s, backfill_steps = run_backfill(spark, lakes["backfill"])
+    user_backfill_s, user_backfill_steps = run_user_backfill(spark, lakes["user-backfill"])
     rate = lambda seconds: round(events / seconds / CORES, 1)  # noqa: E731
     return {
         "events": events,
@@ -344,6 +367,10 @@ def regime(spark: SparkSession, work: Path, events: int, files: int) -> dict[str
         "user_backfill_seconds": round(user_backfill_s, 2),
         "user_backfill_rows_per_s_per_core": rate(user_backfill_s),
         "user_backfill_ratio": round(plain_batch_s / user_backfill_s, 3),
+        # where the backfills' time went, beside the hand-written jobs' seconds per layer
+        "plain_batch_layers": {layer: round(spent, 3) for layer, spent in plain_layers.items()},
+        "backfill_phases": phases_per_layer(backfill_steps, backfill_s),
+        "user_backfill_phases": phases_per_layer(user_backfill_steps, user_backfill_s),
         "gold_views": {
             "platform": gold_views(spark, lakes["platform"].table("gold.campaign_windows")),
             "plain_spark": gold_views(spark, str(Path(lakes["plain"].root) / "tables" / "gold")),
@@ -410,10 +437,15 @@ def chart(results: dict[str, Any], path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.5))
     regimes = [("small files", results)] + (
         [("large files", results["throughput"])] if "throughput" in results else []
     )
+    fig, axes = plt.subplots(2, 2, figsize=(12, 9))
+    (left, right), below = axes[0], axes[1]
+    for axis, (name, figures) in zip(below, regimes, strict=False):
+        backfill_phases(axis, name, figures)
+    if len(regimes) == 1:
+        below[1].axis("off")
     kinds = [
         ("plain_spark_rows_per_s_per_core", "plain stream", "#888"),
         ("platform_rows_per_s_per_core", "platform stream", "#1f77b4"),
@@ -446,6 +478,47 @@ def chart(results: dict[str, Any], path: Path) -> None:
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)
+
+
+PHASE_COLORS = {  # a backfill step's phases (lakehouse.run.batch.BackfillStep), then the rest
+    "plan": "#9467bd", "guard": "#8c564b", "compute": "#ff7f0e", "gate": "#d62728", "write": "#2ca02c",
+    "catch-up": "#17becf", "other": "#c7c7c7",
+}  # fmt: skip
+
+
+def backfill_phases(axis: Any, name: str, figures: dict[str, Any]) -> None:
+    """Per layer: the hand-written batch job's seconds beside the two backfills' phases, stacked;
+    the coordinated backfill's catch-up and cut as a fourth group."""
+    layers = ["bronze", "silver", "gold", "coordination"]
+    runs = [None, "backfill_phases", "user_backfill_phases"]  # None: the plain job
+    width = 0.8 / len(runs)
+    labelled: set[str] = set()
+    for k, key in enumerate(runs):
+        for x, layer in enumerate(layers):
+            position = x + k * width
+            if key is None:
+                spent = figures["plain_batch_layers"].get(layer, 0.0)
+                axis.bar(
+                    position, spent, width, color="#888", label=None if "plain" in labelled else "plain job"
+                )
+                labelled.add("plain")
+                continue
+            bottom = 0.0
+            for phase, spent in figures[key].get(layer, {}).items():
+                color = PHASE_COLORS.get(phase, "#000")
+                axis.bar(position, spent, width, bottom=bottom, color=color,
+                         label=None if phase in labelled else phase, hatch="//" if k == 2 else None)  # fmt: skip
+                labelled.add(phase)
+                bottom += spent
+    axis.set_xticks([x + 0.4 - width / 2 for x in range(len(layers))], layers)
+    axis.set_ylabel("seconds")
+    axis.set_title(
+        f"backfill, {name}: plain job | backfill | lakehouse backfill (hatched)\n"
+        f"{figures['plain_batch_seconds']:.1f} s | {figures['backfill_seconds']:.1f} s | "
+        f"{figures['user_backfill_seconds']:.1f} s",
+        fontsize=9,
+    )
+    axis.legend(fontsize=7)
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:

@@ -30,5 +30,15 @@ def test_ysb_bench_writes_sane_figures_and_a_chart(spark, bench_script, tmp_path
     views = results["gold_views"]  # same data, same answer, five ways
     assert len(set(views.values())) == 1 and views["plain_batch"] > 0, views
     assert set(views) == {"platform", "plain_spark", "backfill", "user_backfill", "plain_batch"}
+    for run in ("backfill", "user_backfill"):  # the steps' phases within the steps, the steps within the run
+        phases = results[f"{run}_phases"]
+        assert set(phases) == {"bronze", "silver", "gold", "coordination"}, phases
+        assert sum(phases["bronze"].values()) > 0 and "other" in phases["gold"], phases
+        assert all(spent >= 0 for layer in phases.values() for spent in layer.values()), phases
+    assert {"plan", "write"} <= set(results["backfill_phases"]["gold"]), results["backfill_phases"]
+    catch_up = results["user_backfill_phases"]["coordination"]["other"]
+    assert catch_up > results["backfill_phases"]["coordination"]["other"], "leases, catch-up, cut"
+    layers = results["plain_batch_layers"]
+    assert list(layers) == ["bronze", "silver", "gold"] and all(s > 0 for s in layers.values()), layers
     assert (tmp_path / "latest.png").read_bytes()[:4] == b"\x89PNG"
     assert "ysb" not in json.dumps(sorted(ysb.registry.discover("pipelines"))), "never in production DAGs"
