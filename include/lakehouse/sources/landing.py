@@ -14,7 +14,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 from pyspark.sql import functions as F
 
@@ -116,6 +116,13 @@ def same_file(uri: str) -> str:
     return f"{parts.scheme or 'file'}://{parts.netloc}{parts.path}"
 
 
+def readable(uri: str) -> str:
+    """A file as a reader opens it: a source log's URIs are URL-encoded (``a%20b``), which a
+    reader would take for the name itself."""
+    parts = urlsplit(uri)
+    return f"{parts.scheme or 'file'}://{parts.netloc}{unquote(parts.path)}"
+
+
 @dataclass(frozen=True)
 class LandedFile:
     path: str
@@ -133,17 +140,19 @@ class LandingAccounting:
     max_line_bytes: int | None
     vanished: list[str] = field(default_factory=list)
 
-    def apply(self, rows: DataFrame, files: list[LandedFile]) -> DataFrame:
+    def apply(self, rows: DataFrame, files: list[LandedFile], lines: DataFrame | None = None) -> DataFrame:
         """``rows`` of these ``files``, with a row for each file that lost a line; without the
-        accounting columns."""
+        accounting columns. ``lines``: the same files' lines read apart (their file, arrival time
+        and size are all the accounting needs), else the sizes are summed over ``rows``."""
         self.vanished = [f.path for f in files if f.size is None]
         out = rows.drop(FILE_SIZE, LINE_BYTES)
         limit = self.max_line_bytes
         if limit is None:
             return out
+        measured = rows if lines is None else lines
         read = {  # by file, spelled as its rows spell it
             same_file(r[SOURCE_FILE]): (r[SOURCE_FILE], int(r["bytes"] or 0))
-            for r in rows.groupBy(SOURCE_FILE).agg(F.sum(LINE_BYTES).alias("bytes")).collect()
+            for r in measured.groupBy(SOURCE_FILE).agg(F.sum(LINE_BYTES).alias("bytes")).collect()
         }
         short = [
             (spelled, f.size - bytes_read)
@@ -163,7 +172,7 @@ class LandingAccounting:
                 F.lit(" bytes of the file are in no row"),
             ).alias(PARSE_ERROR),
         )
-        times = rows.select(SOURCE_FILE, ARRIVAL_TIME).dropDuplicates([SOURCE_FILE])
+        times = measured.select(SOURCE_FILE, ARRIVAL_TIME).dropDuplicates([SOURCE_FILE])
         lost = lost.join(times, SOURCE_FILE, "left").withColumn(INGESTED_AT, F.current_timestamp())
         return out.unionByName(lost, allowMissingColumns=True)
 
@@ -202,7 +211,7 @@ class LandingFilesReader(SourceReader):
         files = cut.consumed
         if files is not None and not files:  # nothing consumed: an empty read
             return self.load(reader, path).where(F.lit(False))
-        return self.load(reader, list(files) if files else path)
+        return self.load(reader, [readable(f) for f in files] if files else path)
 
     def consumed(self, checkpoint: Checkpoint) -> Cut:
         # (no commit: the stream found nothing yet)
@@ -222,8 +231,18 @@ class LandingFilesReader(SourceReader):
         accounting = LandingAccounting(self.max_line_bytes())
 
         def prepare(batch: DataFrame, batch_id: int) -> Prepared:
-            files = accounting.list_files(bronze.spark, batch_files(checkpoint, batch_id))
-            rows = accounting.apply(batch, files)
+            paths = batch_files(checkpoint, batch_id)
+            files = accounting.list_files(bronze.spark, paths)
+            # foreachBatch hands over the batch as its executed plan, which Spark cannot prune:
+            # summing line sizes over it parses every line once more (4.4 s of a 12 s batch of
+            # 1M JSON lines). Unless the batch is in memory, the sizes come from the batch's
+            # files read as a backfill reads them: file names and line lengths, no parse.
+            lines = None
+            if paths and not batch.is_cached and self.max_line_bytes() is not None:
+                lines = self.read(bronze, streaming=False, cut=Cut(tuple(paths))).select(
+                    SOURCE_FILE, ARRIVAL_TIME, LINE_BYTES
+                )
+            rows = accounting.apply(batch, files, lines)
             return Prepared(rows, tuple(accounting.vanished))
 
         return prepare

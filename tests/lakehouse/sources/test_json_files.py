@@ -6,6 +6,9 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import polars as pl
+
+from lakehouse.monitoring.progress import ProgressLog
 from lakehouse.plan.generators import Landing
 from lakehouse.sources import PARSE_ERROR, RAW_RECORD, RESCUED, LandedFile, LandingAccounting, parse_json
 from lakehouse.spec import Ingest, JsonFiles, Pipeline, ddl_columns
@@ -99,12 +102,13 @@ LONG_LINES = Pipeline(
 
 
 def test_files_larger_than_the_line_limit_are_accounted_for_by_their_lines_in_stream_and_backfill(
-    spark, stream_and_batch, rows_of
+    spark, stream_and_batch, backfill_beside_streams, rows_of
 ) -> None:
     """The accounting matches each landed file with the rows read from it, in the stream and in
     a backfill that lists the landing directory itself: a file of short lines larger than
     ``max_line_bytes`` has nothing missing; one skipped line is counted to the byte (the file
-    names have a space: Spark spells them URL-encoded)."""
+    names have a space: Spark spells them URL-encoded); a backfill beside the streams reads the
+    files the stream consumed."""
     short = [json.dumps({"id": f"s{i}", "v": i}) for i in range(200)]  # ~5 KB, over the 1,000-byte limit
     huge = json.dumps({"id": "h", "v": 0, "blob": "x" * 5000})
 
@@ -113,7 +117,8 @@ def test_files_larger_than_the_line_limit_are_accounted_for_by_their_lines_in_st
         landing.write_lines("bronze.json_events", "short lines.json", short)
         landing.write_lines("bronze.json_events", "one huge.json", [short[0].replace("s0", "t0"), huge])
 
-    for lake in stream_and_batch(LONG_LINES, write_input):
+    streamed, backfilled = stream_and_batch(LONG_LINES, write_input)
+    for lake in (streamed, backfilled):
         rows = rows_of(lake, "bronze.json_events", ["id", PARSE_ERROR, SOURCE_FILE])
         assert sorted(r[0] for r in rows if r[0]) == sorted([f"s{i}" for i in range(200)] + ["t0"])
         lost = [(Path(r[2]).name, r[1]) for r in rows if r[0] is None]
@@ -125,3 +130,13 @@ def test_files_larger_than_the_line_limit_are_accounted_for_by_their_lines_in_st
                 "file are in no row",
             )
         ]
+    # A backfill beside the streams reads the files the stream consumed, named as its log names
+    # them (URL-encoded): the same rows again.
+    before = rows_of(streamed, "bronze.json_events", ["id", PARSE_ERROR, SOURCE_FILE])
+    backfill_beside_streams(streamed, LONG_LINES)
+    assert rows_of(streamed, "bronze.json_events", ["id", PARSE_ERROR, SOURCE_FILE]) == before
+    # The stream read each line once: its accounting summed the line sizes from the files apart
+    # (a micro-batch's DataFrame is not pruned: summing over it had parsed every line again, and
+    # the flow's progress said 402 input rows).
+    progress = ProgressLog(streamed).read().filter(pl.col("event") == "progress")
+    assert progress["num_input_rows"].sum() == 201, progress.select("batch_id", "num_input_rows")
