@@ -65,7 +65,7 @@ os.environ.setdefault("LAKEHOUSE_SPARK_CONF", json.dumps(TEST_SPARK_CONF))
 # longest tests are the ones with drivers.
 os.environ.setdefault("LAKEHOUSE_DRIVER_NICE", "0")
 
-# `make test` runs the suite on four pytest-xdist workers (`-n 4 --dist loadgroup`): a test file
+# `make test` runs the suite on three pytest-xdist workers (`-n 3 --dist loadgroup`): a test file
 # is one unit of work (its module fixtures are built once), and tests sharing an expensive
 # session fixture form one unit across files, so each is built once per run, not once per worker.
 # pytest-xdist 3.8's own loadgroup renames items, which pytest 9 ignores (each test became a unit

@@ -10,12 +10,14 @@ not be read still belongs to a backfill slice.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 from urllib.parse import unquote, urlsplit
 
+from pyspark.errors import AnalysisException
 from pyspark.sql import functions as F
 
 from lakehouse.sources.protocol import EVERYTHING, Bronze, Cut, Prepared, SourceReader
@@ -237,11 +239,15 @@ class LandingFilesReader(SourceReader):
             # summing line sizes over it parses every line once more (4.4 s of a 12 s batch of
             # 1M JSON lines). Unless the batch is in memory, the sizes come from the batch's
             # files read as a backfill reads them: file names and line lengths, no parse.
+            # (A file gone since the stream listed it is counted as vanished, not read: a reader
+            # refuses a named file that does not exist, and then the batch itself is summed.)
             lines = None
-            if paths and not batch.is_cached and self.max_line_bytes() is not None:
-                lines = self.read(bronze, streaming=False, cut=Cut(tuple(paths))).select(
-                    SOURCE_FILE, ARRIVAL_TIME, LINE_BYTES
-                )
+            present = tuple(f.path for f in files if f.size is not None)
+            if present and not batch.is_cached and self.max_line_bytes() is not None:
+                with contextlib.suppress(AnalysisException):
+                    lines = self.read(bronze, streaming=False, cut=Cut(present)).select(
+                        SOURCE_FILE, ARRIVAL_TIME, LINE_BYTES
+                    )
             rows = accounting.apply(batch, files, lines)
             return Prepared(rows, tuple(accounting.vanished))
 
