@@ -137,6 +137,6 @@ def test_files_larger_than_the_line_limit_are_accounted_for_by_their_lines_in_st
     assert rows_of(streamed, "bronze.json_events", ["id", PARSE_ERROR, SOURCE_FILE]) == before
     # The stream read each line once: its accounting summed the line sizes from the files apart
     # (a micro-batch's DataFrame is not pruned: summing over it had parsed every line again, and
-    # the flow's progress said 402 input rows).
+    # the flow's progress said 603 input rows: the accounting, the lost-line rows and the write).
     progress = ProgressLog(streamed).read().filter(pl.col("event") == "progress")
     assert progress["num_input_rows"].sum() == 201, progress.select("batch_id", "num_input_rows")
