@@ -34,9 +34,14 @@ help: ## List the targets
 
 $(INSTALLED): requirements.txt requirements-dev.txt constraints.txt pyproject.toml Makefile
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	@# uv installs the locked wheels in parallel: 30-60 s instead of pip's 92 on 2 cores (warm caches)
+	@# uv installs the locked wheels in parallel: 30-60 s instead of pip's 92 on 2 cores (warm caches).
+	@# From its cache alone first: online, it revalidates pyspark's sdist with the index, which
+	@# answers with a new revision every time, so it built the 450 MB wheel again on every install
+	@# (18 s of CPU, and 450 MB more in the cache each time); offline the same locked install takes
+	@# 2-3 s. A cache without every locked version (a new machine, a new lock) installs online.
 	$(BIN)/pip install -q $(UV)
-	$(BIN)/uv pip install -q --python $(BIN)/python -r requirements.txt -r requirements-dev.txt -c constraints.txt
+	$(BIN)/uv pip install -q --offline --python $(BIN)/python -r requirements.txt -r requirements-dev.txt -c constraints.txt 2>/dev/null \
+	  || $(BIN)/uv pip install -q --python $(BIN)/python -r requirements.txt -r requirements-dev.txt -c constraints.txt
 	$(BIN)/uv pip install -q --python $(BIN)/python --no-deps -e .
 	@# the sources as plain path entries: setuptools' editable finder runs after the path finder, so a
 	@# lake directory named lakehouse/ in the working directory would otherwise shadow the package
