@@ -1,0 +1,194 @@
+"""An S3-compatible object store on 127.0.0.1 (S3Proxy over a local directory).
+
+S3Proxy is Apache-2.0, one jar from Maven Central; it starts with generated credentials.
+
+It is what the tests put a lake on instead of a mock: the same S3 protocol, signatures and
+conditional writes (``If-None-Match: *`` is refused with 412 on an existing key) that Spark's S3A
+connector and delta-rs speak to S3. A bucket is a directory of ``<home>/data``.
+
+Usage: ``python -m lakehouse.platform.objectstore up|down [--home DIR] [--bucket NAME]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import secrets
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+from lakehouse.core.config import PROJECT_ROOT
+
+S3PROXY_POM = PROJECT_ROOT / "scripts" / "s3proxy" / "pom.xml"
+S3PROXY_JARS = PROJECT_ROOT / ".jars" / "s3proxy"
+REGION = "us-east-1"  # S3Proxy takes any; the clients must sign for one
+
+
+def s3proxy_jar() -> Path:
+    """S3Proxy's self-contained jar, fetched from Maven Central on first use (cached in ~/.m2)."""
+    found = sorted(S3PROXY_JARS.glob("s3proxy-*-jar-with-dependencies.jar"))
+    if not found:
+        print("fetching the S3Proxy server jar from Maven Central ...", flush=True)
+        subprocess.run(
+            ["mvn", "-q", "-B", "-f", str(S3PROXY_POM), "dependency:copy-dependencies",
+             "-DincludeScope=runtime", f"-DoutputDirectory={S3PROXY_JARS}"],
+            check=True,
+        )  # fmt: skip
+        found = sorted(S3PROXY_JARS.glob("s3proxy-*-jar-with-dependencies.jar"))
+    return found[-1]
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@dataclass
+class ObjectStore:
+    """A running S3Proxy: where it keeps everything (``home``), its port and credentials."""
+
+    home: Path
+    port: int
+    access_key: str
+    secret_key: str
+    pid: int
+
+    @property
+    def endpoint(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @classmethod
+    def start(cls, home: Path, port: int | None = None, timeout: float = 60) -> ObjectStore:
+        """Start S3Proxy with fresh credentials (written to ``<home>/store.json``, mode 0600) and
+        wait until it answers."""
+        home.mkdir(parents=True, exist_ok=True)
+        (home / "data").mkdir(exist_ok=True)
+        port = port or _free_port()
+        access_key, secret_key = f"lake-{secrets.token_hex(4)}", secrets.token_urlsafe(24)
+        conf = home / "s3proxy.conf"
+        conf.write_text(
+            f"s3proxy.endpoint=http://127.0.0.1:{port}\n"
+            "s3proxy.authorization=aws-v2-or-v4\n"
+            f"s3proxy.identity={access_key}\n"
+            f"s3proxy.credential={secret_key}\n"
+            "jclouds.provider=filesystem\n"
+            f"jclouds.filesystem.basedir={home / 'data'}\n"
+        )
+        conf.chmod(0o600)
+        with (home / "s3proxy.log").open("ab") as log:
+            process = subprocess.Popen(
+                ["java", "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
+                 "-jar", str(s3proxy_jar()), "--properties", str(conf)],
+                stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+            )  # fmt: skip
+        store = cls(home, port, access_key, secret_key, process.pid)
+        (home / "store.json").write_text(json.dumps(store.__dict__, default=str))
+        (home / "store.json").chmod(0o600)
+        deadline = time.monotonic() + timeout
+        while not store.answers():
+            if process.poll() is not None or time.monotonic() > deadline:
+                store.stop()
+                tail = (home / "s3proxy.log").read_text(errors="replace")[-2000:]
+                raise RuntimeError(
+                    f"S3Proxy did not start on 127.0.0.1:{port} (log {home / 's3proxy.log'}):\n{tail}"
+                )
+            time.sleep(0.3)
+        return store
+
+    @classmethod
+    def of(cls, home: Path) -> ObjectStore:
+        """The store started in ``home`` (by this or another process)."""
+        state = json.loads((home / "store.json").read_text())
+        return cls(Path(state["home"]), state["port"], state["access_key"], state["secret_key"], state["pid"])
+
+    def answers(self) -> bool:
+        """Whether S3Proxy answers HTTP (an anonymous request gets 403: it is up)."""
+        try:
+            urllib.request.urlopen(self.endpoint + "/", timeout=2)  # our own loopback URL
+        except urllib.error.HTTPError:
+            return True
+        except OSError:
+            return False
+        return True
+
+    def stop(self, timeout: float = 20) -> None:
+        """Stop S3Proxy (its process group); the data stays in ``<home>/data``."""
+        try:
+            os.killpg(self.pid, signal.SIGTERM)
+        except ProcessLookupError:
+            return
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                os.killpg(self.pid, 0)
+            except ProcessLookupError:
+                return
+            time.sleep(0.2)
+        os.killpg(self.pid, signal.SIGKILL)
+
+    def create_bucket(self, name: str) -> str:
+        """Create bucket ``name`` (a directory of the filesystem backend); returns ``s3a://name``."""
+        (self.home / "data" / name).mkdir(exist_ok=True)
+        return f"s3a://{name}"
+
+    def hadoop_conf(self, bucket: str) -> dict[str, str]:
+        """S3A settings for ``bucket`` on this store (per bucket: other buckets keep theirs)."""
+        prefix = f"fs.s3a.bucket.{bucket}."
+        return {
+            prefix + "endpoint": self.endpoint,
+            prefix + "endpoint.region": REGION,
+            prefix + "path.style.access": "true",
+            prefix + "connection.ssl.enabled": "false",
+            prefix + "access.key": self.access_key,
+            prefix + "secret.key": self.secret_key,
+            prefix + "aws.credentials.provider": "org.apache.hadoop.fs.s3a.SimpleAWSCredentialsProvider",
+        }
+
+    def spark_conf(self, bucket: str) -> dict[str, str]:
+        """:meth:`hadoop_conf` as Spark settings (``LAKEHOUSE_SPARK_CONF``)."""
+        return {f"spark.hadoop.{key}": value for key, value in self.hadoop_conf(bucket).items()}
+
+    def storage_options(self) -> dict[str, str]:
+        """delta-rs's settings for this store: commits as conditional puts (``If-None-Match``),
+        so concurrent writers of one table never overwrite each other's commit."""
+        return {
+            "AWS_ENDPOINT_URL": self.endpoint,
+            "AWS_ACCESS_KEY_ID": self.access_key,
+            "AWS_SECRET_ACCESS_KEY": self.secret_key,
+            "AWS_REGION": REGION,
+            "AWS_ALLOW_HTTP": "true",
+            "AWS_FORCE_PATH_STYLE": "true",
+            "conditional_put": "etag",
+        }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("action", choices=["up", "down"])
+    parser.add_argument("--home", type=Path, default=PROJECT_ROOT / ".platform" / "objectstore")
+    parser.add_argument("--bucket", default="lake")
+    args = parser.parse_args(argv)
+    if args.action == "down":
+        if (args.home / "store.json").is_file():
+            ObjectStore.of(args.home).stop()
+            print(f"stopped the object store of {args.home}")
+        return 0
+    store = ObjectStore.start(args.home)
+    root = store.create_bucket(args.bucket)
+    print(
+        f"S3-compatible store at {store.endpoint} (credentials in {args.home / 'store.json'}); bucket {root}"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
