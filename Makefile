@@ -56,7 +56,7 @@ $(COMPILED): $(INSTALLED)
 	-@$(BIN)/python -m compileall -qq -j 0 $(VENV)/lib include jobs
 	@touch $@
 
-$(JARS): scripts/jars/pom.xml scripts/fetch_jars.py $(INSTALLED)
+$(JARS): scripts/jars/pom.xml scripts/jars/s3a/pom.xml scripts/fetch_jars.py $(INSTALLED)
 	$(BIN)/python scripts/fetch_jars.py
 	@touch $@
 

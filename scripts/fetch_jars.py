@@ -1,8 +1,10 @@
-"""Fetch the JVM jars Spark needs beyond pip's pyspark (Delta Lake, Kafka connector).
+"""Fetch the JVM jars Spark needs beyond pip's pyspark (Delta Lake, Kafka connector, S3A).
 
-Maven resolves ``scripts/jars/pom.xml`` (downloads are cached in ``~/.m2``); we then keep only
-the artifacts pyspark does not already ship, so Spark's own versions of shared libraries
-(Jackson, Hadoop, Parquet, Scala) are the only ones on the classpath.
+Maven resolves ``scripts/jars/pom.xml`` into ``--dest`` and ``scripts/jars/s3a/pom.xml`` (Hadoop's
+S3A connector, which only drivers of an ``s3a://`` lake load) into ``--dest``/s3a; downloads are
+cached in ``~/.m2``. Each keeps only the artifacts pyspark (and, for S3A, the first set) does not
+already ship, so Spark's own versions of shared libraries (Jackson, Hadoop, Parquet, Scala) are
+the only ones on the classpath.
 
 Usage: ``python scripts/fetch_jars.py [--dest .jars/spark]`` (``make jars`` calls it).
 """
@@ -49,24 +51,30 @@ def resolve(pom: Path, into: Path) -> list[Path]:
     return sorted(into.glob("*.jar"))
 
 
+def fetch(pom: Path, dest: Path, shipped: set[str]) -> list[Path]:
+    """Resolve ``pom`` into a fresh ``dest``, keeping the jars whose artifact is not ``shipped``."""
+    with tempfile.TemporaryDirectory() as tmp:
+        resolved = resolve(pom, Path(tmp))
+        extra = [j for j in resolved if artifact_name(j) not in shipped]
+        if dest.exists():
+            shutil.rmtree(dest)
+        dest.mkdir(parents=True)
+        for jar in extra:
+            shutil.copy2(jar, dest / jar.name)
+    print(f"{len(extra)} jars in {dest} ({len(resolved) - len(extra)} already shipped):")
+    for jar in extra:
+        print("  ", jar.name)
+    return extra
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--pom", type=Path, default=ROOT / "scripts/jars/pom.xml")
     parser.add_argument("--dest", type=Path, default=ROOT / ".jars/spark")
     args = parser.parse_args()
 
     shipped = {artifact_name(j) for j in pyspark_jars_dir().glob("*.jar")}
-    with tempfile.TemporaryDirectory() as tmp:
-        resolved = resolve(args.pom, Path(tmp))
-        extra = [j for j in resolved if artifact_name(j) not in shipped]
-        if args.dest.exists():
-            shutil.rmtree(args.dest)
-        args.dest.mkdir(parents=True)
-        for jar in extra:
-            shutil.copy2(jar, args.dest / jar.name)
-    print(f"{len(extra)} jars in {args.dest} ({len(resolved) - len(extra)} already in pyspark):")
-    for jar in extra:
-        print("  ", jar.name)
+    base = fetch(ROOT / "scripts/jars/pom.xml", args.dest, shipped)
+    fetch(ROOT / "scripts/jars/s3a/pom.xml", args.dest / "s3a", shipped | {artifact_name(j) for j in base})
     return 0
 
 

@@ -236,6 +236,7 @@ def spark_settings(tmp_path_factory: pytest.TempPathFactory) -> Settings:
         # 1g heap ran out late in a full run ("Not enough memory to build and broadcast")
         spark_conf={"spark.driver.memory": "3g", **json.loads(os.environ["LAKEHOUSE_SPARK_CONF"])},
         driver_java_options=TEST_GC,
+        s3a_connector=True,  # the worker's one session also serves the object-store tests
     )
 
 

@@ -47,6 +47,12 @@ class Settings(BaseSettings):
         default=PROJECT_ROOT / ".jars" / "spark",
         description="Directory of extra JVM jars (Delta, Kafka connector); `make jars` fills it.",
     )
+    s3a_connector: bool = Field(
+        default=False,
+        description="Load Hadoop's S3A connector (`make jars` puts it in <jars_dir>/s3a) into "
+        "drivers whose lake is not on s3a:// too, e.g. to read a source on S3. A lake on s3a:// "
+        "always loads it; other drivers do not, as its 40 jars cost each JVM start 2 CPU-s.",
+    )
     pipelines_package: str = Field(
         default="pipelines",
         description="Python package whose sub-packages each declare one pipeline.",
@@ -248,6 +254,11 @@ class Settings(BaseSettings):
         return "://" not in self.root
 
     @property
+    def loads_s3a(self) -> bool:
+        """Whether drivers load Hadoop's S3A connector (see ``s3a_connector``)."""
+        return self.s3a_connector or self.root.startswith("s3a://")
+
+    @property
     def control_path(self) -> str:
         return self.control_dir or f"{self.root}/control"
 
@@ -284,6 +295,8 @@ class Settings(BaseSettings):
             env["LAKEHOUSE_SQL_GRANTS_FILE"] = str(self.sql_grants_file)
         if self.control_dir:
             env["LAKEHOUSE_CONTROL_DIR"] = self.control_dir
+        if self.s3a_connector:
+            env["LAKEHOUSE_S3A_CONNECTOR"] = "true"
         if self.driver_java_options:
             env["LAKEHOUSE_DRIVER_JAVA_OPTIONS"] = self.driver_java_options
         env["LAKEHOUSE_DRIVER_NICE"] = str(self.driver_nice)

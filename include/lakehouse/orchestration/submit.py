@@ -25,7 +25,7 @@ from airflow.sdk.exceptions import AirflowNotFoundException
 
 from lakehouse.core.config import PROJECT_ROOT, Settings
 from lakehouse.core.errors import OperationFailed
-from lakehouse.state.session import spark_conf
+from lakehouse.state.session import jar_globs, spark_conf
 
 DRIVER = PROJECT_ROOT / "jobs" / "driver.py"
 SPARK_CONN_ID = "spark_default"
@@ -85,12 +85,11 @@ def driver_spec(settings: Settings, name: str, args: list[str]) -> SubmitSpec:
     if settings.bind_host:
         env["SPARK_LOCAL_IP"] = settings.bind_host  # the driver's UI, as its ports, on loopback
     properties = str(settings.spark_properties_file) if settings.spark_properties_file else None
-    # a glob, which spark-submit expands: listing the directory here would scan files at DAG parse time
     return SubmitSpec(
         name=name,
         args=args,
         conf=conf,
-        jars=f"{settings.jars_dir}/*.jar",
+        jars=jar_globs(settings),
         env=env,
         properties_file=properties,
         pool=settings.driver_pool,

@@ -30,13 +30,35 @@ class MissingJarsError(UsageError):
 
 
 def jars(settings: Settings) -> list[Path]:
-    """The extra JVM jars (Delta, Kafka); fails clearly when ``make jars`` has not run."""
+    """The extra JVM jars (Delta, Kafka; S3A for a lake on s3a://); fails clearly when ``make
+    jars`` has not run."""
     found = sorted(settings.jars_dir.glob("*.jar"))
     if not any(j.name.startswith("delta-spark") for j in found):
         raise MissingJarsError(
             f"no Delta jars in {settings.jars_dir}: run `make jars` (or set LAKEHOUSE_JARS_DIR)"
         )
+    if settings.loads_s3a:
+        s3a = sorted(s3a_jars_dir(settings).glob("*.jar"))
+        if not any(j.name.startswith("hadoop-aws") for j in s3a):
+            raise MissingJarsError(
+                f"the lake is on s3a:// but {s3a_jars_dir(settings)} has no hadoop-aws jar: run `make jars`"
+            )
+        found += s3a
     return found
+
+
+def s3a_jars_dir(settings: Settings) -> Path:
+    """Hadoop's S3A connector and the AWS SDK modules it loads (``scripts/jars/s3a/pom.xml``)."""
+    return settings.jars_dir / "s3a"
+
+
+def jar_globs(settings: Settings) -> str:
+    """:func:`jars` as spark-submit's ``--jars`` globs, which it expands: listing the directory
+    instead would scan files at DAG parse time."""
+    globs = [f"{settings.jars_dir}/*.jar"]
+    if settings.loads_s3a:
+        globs.append(f"{s3a_jars_dir(settings)}/*.jar")
+    return ",".join(globs)
 
 
 def spark_conf(settings: Settings) -> dict[str, str]:

@@ -7,9 +7,17 @@ import sys
 from pathlib import Path
 
 import pandas as pd
+import pytest
 
 from lakehouse.core.config import Settings
-from lakehouse.state.session import POLLING_DELAY, class_archive, spark_conf
+from lakehouse.state.session import (
+    POLLING_DELAY,
+    MissingJarsError,
+    class_archive,
+    jar_globs,
+    jars,
+    spark_conf,
+)
 
 
 def test_conf_pins_python_workers_to_this_interpreter_and_user_conf_wins() -> None:
@@ -37,6 +45,31 @@ def test_an_idle_stream_looks_for_input_ten_times_a_second_not_a_hundred(spark) 
     """Spark's 10 ms polling made each idle flow with a 0-second trigger list its input 100 times
     a second (a quarter to two thirds of a core per flow on 2 cores)."""
     assert spark.conf.get("spark.sql.streaming.pollingDelay") == POLLING_DELAY == "100ms"
+
+
+def test_only_drivers_of_a_lake_on_s3a_load_the_s3a_connector(tmp_path: Path) -> None:
+    """Its 40 jars cost every JVM start about 2 CPU-s: a local lake's drivers go without."""
+    for name in (
+        "delta-spark_4.2_2.13-4.4.0.jar",
+        "kafka-clients-3.9.2.jar",
+        "s3a/hadoop-aws-3.5.0.jar",
+        "s3a/s3-2.57.8.jar",
+    ):
+        (tmp_path / name).parent.mkdir(exist_ok=True)
+        (tmp_path / name).write_bytes(b"")
+    local = Settings(root=str(tmp_path / "lake"), jars_dir=tmp_path)
+    on_s3a = Settings(root="s3a://bucket/lake", jars_dir=tmp_path)
+    asked = Settings(root=str(tmp_path / "lake"), jars_dir=tmp_path, s3a_connector=True)
+    assert [j.name for j in jars(local)] == ["delta-spark_4.2_2.13-4.4.0.jar", "kafka-clients-3.9.2.jar"]
+    for settings in (on_s3a, asked):
+        assert [j.name for j in jars(settings)][2:] == ["hadoop-aws-3.5.0.jar", "s3-2.57.8.jar"]
+    assert jar_globs(local) == f"{tmp_path}/*.jar"
+    assert jar_globs(on_s3a) == f"{tmp_path}/*.jar,{tmp_path}/s3a/*.jar"
+    assert Settings(s3a_connector=True).to_env()["LAKEHOUSE_S3A_CONNECTOR"] == "true"
+    (tmp_path / "s3a/hadoop-aws-3.5.0.jar").unlink()
+    with pytest.raises(MissingJarsError, match=r"s3a:// but .*/s3a has no hadoop-aws jar: run `make jars`"):
+        jars(on_s3a)
+    assert len(jars(local)) == 2
 
 
 def test_drivers_map_the_class_archive_once_built_and_start_without_it_before(tmp_path: Path) -> None:
