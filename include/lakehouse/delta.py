@@ -55,6 +55,7 @@ STREAM_COMMIT = "lakehouse_stream"  # userMetadata key of a stream's append: the
 # thread (a stream's foreachBatch) or process (a backfill, see :func:`written_by`).
 CODE_VERSION: ContextVar[str | None] = ContextVar("lakehouse_code_version", default=None)
 _COMMIT_FILE = re.compile(r"\d{20}\.")
+_COMMIT_JSON = re.compile(r"\d{20}\.json")
 
 
 def is_conflict(exc: BaseException) -> bool:
@@ -182,15 +183,10 @@ def stream_committed(spark: SparkSession, path: str, app_id: str, version: int) 
     ids can tell."""
     if not exists(spark, path):
         return None
-    table = DeltaTable.forPath(spark, path)
-    for limit in (50, None):  # recent commits first; the whole retained log only if needed
-        commits = (table.history(limit) if limit else table.history()).select("userMetadata").collect()
-        for commit in commits:  # newest first
-            marker = _stream_marker(commit["userMetadata"])
-            if marker is not None and marker[0] == app_id:
-                return marker[1] >= version
-        if limit is not None and len(commits) < limit:
-            break
+    for _, user_metadata in commits_newest_first(spark, path):
+        marker = _stream_marker(user_metadata)
+        if marker is not None and marker[0] == app_id:
+            return marker[1] >= version
     return None
 
 
@@ -200,17 +196,50 @@ def version_through_batch(spark: SparkSession, path: str, batch: int) -> int | N
     backfill, a compaction). ``None``: no such version in the retained log."""
     if not exists(spark, path):
         return None
-    table = DeltaTable.forPath(spark, path)
-    for limit in (20, None):  # a batch in flight is among the newest commits
-        commits = (
-            (table.history(limit) if limit else table.history()).select("version", "userMetadata").collect()
-        )
-        for commit in commits:  # newest first
-            marker = _stream_marker(commit["userMetadata"])
-            if marker is None or marker[1] <= batch:
-                return int(commit["version"])
-        if limit is not None and len(commits) < limit:
+    for commit_version, user_metadata in commits_newest_first(spark, path):
+        marker = _stream_marker(user_metadata)
+        if marker is None or marker[1] <= batch:
+            return commit_version
+    return None
+
+
+RECENT_COMMITS = 50  # read from the log's files; older ones through Delta's history (a Spark job)
+
+
+def commits_newest_first(spark: SparkSession, path: str) -> Iterator[tuple[int, str | None]]:
+    """``(version, userMetadata)`` of the table's retained commits, newest first, lazily.
+
+    The newest :data:`RECENT_COMMITS` come straight from their ``_delta_log/<version>.json``
+    files: every stream's first batch after a start looks for its last commit among them, and
+    ``DeltaTable.history`` is a Spark job (0.27 CPU-s on a small table, two of them per flow
+    start). Older commits, rarely needed and possibly hundreds of thousands, come from
+    ``history``, which reads them in parallel.
+    """
+    log_dir = f"{path.rstrip('/')}/_delta_log"
+    versions = sorted(
+        (int(n[:20]) for n in storage.names(spark, log_dir) if _COMMIT_JSON.fullmatch(n)), reverse=True
+    )
+    oldest = None
+    for commit_version in versions[:RECENT_COMMITS]:
+        text = storage.read_text(spark, f"{log_dir}/{commit_version:020d}.json")
+        if text is None:  # cleaned up meanwhile (only the oldest are): history has the rest
             break
+        oldest = commit_version
+        yield commit_version, _user_metadata(text)
+    if versions and oldest == versions[-1]:
+        return
+    for row in DeltaTable.forPath(spark, path).history().select("version", "userMetadata").collect():
+        if oldest is None or row["version"] < oldest:
+            yield int(row["version"]), row["userMetadata"]
+
+
+def _user_metadata(commit: str) -> str | None:
+    """The ``userMetadata`` of a commit file's ``commitInfo`` action (Delta writes it first)."""
+    for line in commit.splitlines():
+        if '"commitInfo"' in line[:32]:
+            action = json.loads(line)
+            if "commitInfo" in action:
+                return action["commitInfo"].get("userMetadata")
     return None
 
 

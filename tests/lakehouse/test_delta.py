@@ -94,3 +94,29 @@ def test_vacuum_removes_unneeded_files_and_leaves_the_session_settings_as_they_w
 
     assert len(list((tmp_path / "t").glob("*.parquet"))) == 1
     assert {key: spark.conf.get(key) for key in (listing, check)} == before
+
+
+def test_commits_newest_first_reads_recent_files_then_the_rest_from_history(
+    spark, tmp_path: Path, monkeypatch
+) -> None:
+    """The newest commits come from their log files (no Spark job), older ones from Delta's
+    history; together every retained commit once, newest first, with its userMetadata."""
+    import lakehouse.delta as delta
+
+    path = str(tmp_path / "t")
+    written = []  # (version, userMetadata) as this test wrote them
+    for version in range(7):
+        metadata = None if version == 4 else json.dumps({"n": version})  # one commit without any
+        writer = spark.range(version, version + 1).write.format("delta").mode("append")
+        (writer.option("userMetadata", metadata) if metadata else writer).save(path)
+        written.append((version, metadata))
+    expected = written[::-1]
+    monkeypatch.setattr(delta, "RECENT_COMMITS", 3)
+    assert list(delta.commits_newest_first(spark, path)) == expected
+    monkeypatch.setattr(delta, "RECENT_COMMITS", 50)
+    assert list(delta.commits_newest_first(spark, path)) == expected
+    # fewer commits than RECENT_COMMITS: no Spark job (history) at all, even when none matches
+    monkeypatch.setattr(
+        DeltaTable, "history", lambda *_: (_ for _ in ()).throw(AssertionError("history read"))
+    )
+    assert stream_committed(spark, path, "other", 0) is None
