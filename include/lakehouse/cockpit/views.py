@@ -21,7 +21,7 @@ from deltalake import DeltaTable
 from lakehouse.core.lake import Lake
 from lakehouse.models.store import ModelStore
 from lakehouse.monitoring.alerts import AlertLog
-from lakehouse.monitoring.ops_tables import exists, rs_uri
+from lakehouse.monitoring.ops_tables import exists, rs_table
 from lakehouse.monitoring.progress import PHASES, ProgressLog
 from lakehouse.monitoring.status import CODE_HISTORY, code_of, code_versions, table_stats
 from lakehouse.orchestration import operations
@@ -315,9 +315,7 @@ def _quarantine(lake: Lake, table: Table) -> dict[str, Any] | None:
     stats = table_stats(lake, table.quarantine)
     reasons: list[dict[str, Any]] = []
     if exists(path):
-        df = pl.from_arrow(
-            DeltaTable(rs_uri(path)).to_pyarrow_dataset().to_table(columns=[FAILED, "_quarantined_at"])
-        )
+        df = pl.from_arrow(rs_table(path).to_pyarrow_dataset().to_table(columns=[FAILED, "_quarantined_at"]))
         latest = df.sort("_quarantined_at", descending=True).head(200)
         if latest.height:
             reasons = (
@@ -386,8 +384,8 @@ def _table(lake: Lake, table: Table, results: pl.DataFrame) -> dict[str, Any]:
     history = []
     codes: list[dict[str, Any]] = []
     if stats.exists:
-        path = rs_uri(lake.table(table.name))
-        delta = DeltaTable(path)
+        path = lake.table(table.name)
+        delta = rs_table(path)
         commits = delta.history(10)
         for commit in commits:
             metrics = commit.get("operationMetrics") or {}

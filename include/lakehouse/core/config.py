@@ -253,6 +253,12 @@ class Settings(BaseSettings):
     def is_local_root(self) -> bool:
         return "://" not in self.root
 
+    def spark_settings(self) -> dict[str, str]:
+        """The Spark settings every driver gets from the operator: the properties file's, then
+        ``spark_conf``'s (the platform's own come on top, ``lakehouse.state.session``)."""
+        found = read_properties(self.spark_properties_file) if self.spark_properties_file else {}
+        return {**found, **self.spark_conf}
+
     @property
     def loads_s3a(self) -> bool:
         """Whether drivers load Hadoop's S3A connector (see ``s3a_connector``)."""
@@ -314,6 +320,17 @@ class Settings(BaseSettings):
         if self.spark_properties_file:
             env["LAKEHOUSE_SPARK_PROPERTIES_FILE"] = str(self.spark_properties_file)
         return env
+
+
+def read_properties(path: Path) -> dict[str, str]:
+    """A Spark properties file (``key value`` or ``key=value`` per line, ``#`` comments)."""
+    found = {}
+    for line in path.read_text().splitlines():
+        line = line.strip()
+        if line and not line.startswith("#"):
+            key, _, value = line.replace("=", " ", 1).partition(" ")
+            found[key.strip()] = value.strip()
+    return found
 
 
 @lru_cache(maxsize=1)

@@ -12,7 +12,11 @@ import polars as pl
 import pyarrow as pa
 from deltalake import DeltaTable, write_deltalake
 
+from lakehouse.core.config import settings
+
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     import pyarrow.compute as pc
 
 # The platform's own tables, each with the column that says when a row was recorded (upkeep
@@ -28,11 +32,63 @@ def rs_uri(path: str) -> str:
     return "s3://" + path[len("s3a://") :] if path.startswith("s3a://") else path
 
 
+# S3A's settings (spark.hadoop.fs.s3a.[bucket.<b>.]<key>) and delta-rs's names for them
+_S3A_TO_DELTA_RS = {
+    "access.key": "AWS_ACCESS_KEY_ID",
+    "secret.key": "AWS_SECRET_ACCESS_KEY",
+    "session.token": "AWS_SESSION_TOKEN",
+    "endpoint.region": "AWS_REGION",
+}
+
+
+def delta_rs_options(spark_conf: Mapping[str, str], bucket: str) -> dict[str, str]:
+    """delta-rs's storage options for ``bucket``, from the S3A settings Spark uses (per-bucket
+    ones first, as S3A reads them): one configuration for both engines. Commits are conditional
+    puts (``If-None-Match``), so concurrent writers of one table never overwrite each other's
+    commit. Settings S3A does not name (credentials from the environment or an instance role)
+    are found by delta-rs the same way."""
+
+    def get(key: str) -> str | None:
+        specific = spark_conf.get(f"spark.hadoop.fs.s3a.bucket.{bucket}.{key}")
+        return specific if specific is not None else spark_conf.get(f"spark.hadoop.fs.s3a.{key}")
+
+    options = {"conditional_put": "etag"}
+    if endpoint := get("endpoint"):
+        if "://" not in endpoint:
+            secure = (get("connection.ssl.enabled") or "true").lower() != "false"
+            endpoint = f"{'https' if secure else 'http'}://{endpoint}"
+        options["AWS_ENDPOINT_URL"] = endpoint
+        if endpoint.startswith("http://"):
+            options["AWS_ALLOW_HTTP"] = "true"
+        if (get("path.style.access") or "").lower() == "false":
+            options["AWS_VIRTUAL_HOSTED_STYLE_REQUEST"] = "true"
+    for key, option in _S3A_TO_DELTA_RS.items():
+        if value := get(key):
+            options[option] = value
+    return options
+
+
+def rs_options(path: str) -> dict[str, str] | None:
+    """delta-rs's storage options for ``path`` under this process's settings (none locally)."""
+    if not path.startswith("s3a://"):
+        return None
+    return delta_rs_options(settings().spark_settings(), path[len("s3a://") :].split("/", 1)[0])
+
+
+def rs_table(path: str, version: int | None = None) -> DeltaTable:
+    """The Delta table at ``path`` (a local path or ``s3a://``) opened with delta-rs."""
+    return DeltaTable(rs_uri(path), version=version, storage_options=rs_options(path))
+
+
 def append_rows(path: str, schema: pa.Schema, rows: list[dict[str, Any]]) -> None:
     """Append rows to the Delta table at ``path``, creating it on first use (and adding the
     columns a newer platform version records to a table an older one created)."""
     write_deltalake(
-        rs_uri(path), pa.Table.from_pylist(rows, schema=schema), mode="append", schema_mode="merge"
+        rs_uri(path),
+        pa.Table.from_pylist(rows, schema=schema),
+        mode="append",
+        schema_mode="merge",
+        storage_options=rs_options(path),
     )
 
 
@@ -42,12 +98,11 @@ def insert_unless_taken(path: str, schema: pa.Schema, row: dict[str, Any], keys:
     delta-rs refuses the commit (:class:`deltalake.exceptions.CommitFailedError`) when another
     writer added rows with those keys after this one read the table: two writers never both
     take the same keys."""
-    uri = rs_uri(path)
     if not exists(path):
-        DeltaTable.create(uri, schema, mode="ignore")
+        DeltaTable.create(rs_uri(path), schema, mode="ignore", storage_options=rs_options(path))
     on = " AND ".join(f"t.{key} = s.{key}" for key in keys)
     merged = (
-        DeltaTable(uri)
+        rs_table(path)
         .merge(
             pa.Table.from_pylist([row], schema=schema),
             on,
@@ -128,8 +183,7 @@ atexit.register(flush_all)
 
 
 def exists(path: str) -> bool:
-
-    return DeltaTable.is_deltatable(rs_uri(path))
+    return DeltaTable.is_deltatable(rs_uri(path), storage_options=rs_options(path))
 
 
 def read_table(
@@ -140,5 +194,5 @@ def read_table(
 
     if not exists(path):
         return pl.from_arrow(schema.empty_table()) if schema is not None else pl.DataFrame()
-    dataset = DeltaTable(rs_uri(path)).to_pyarrow_dataset()
+    dataset = rs_table(path).to_pyarrow_dataset()
     return pl.from_arrow(dataset.to_table(filter=where))

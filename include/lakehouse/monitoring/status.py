@@ -9,9 +9,8 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
-from deltalake import DeltaTable
 
-from lakehouse.monitoring.ops_tables import exists, rs_uri
+from lakehouse.monitoring.ops_tables import exists, rs_table
 
 if TYPE_CHECKING:
     from lakehouse.core.lake import Lake
@@ -64,7 +63,7 @@ def table_stats(lake: Lake, name: str) -> TableStats:
     path = lake.table(name)
     if not exists(path):
         return TableStats(name, None, None, None, None, None, None)
-    table = DeltaTable(rs_uri(path))
+    table = rs_table(path)
     actions = pa.table(table.get_add_actions(flatten=True))
     last = table.history(1)[0]
     return TableStats(

@@ -8,10 +8,8 @@ import logging
 from datetime import timedelta
 from typing import TYPE_CHECKING
 
-from deltalake import DeltaTable
-
 from lakehouse.core import times
-from lakehouse.monitoring.ops_tables import OPS_TABLES, exists, rs_uri
+from lakehouse.monitoring.ops_tables import OPS_TABLES, exists, rs_table
 
 if TYPE_CHECKING:
     from lakehouse.core.lake import Lake
@@ -28,7 +26,7 @@ def maintain_ops_tables(lake: Lake, retention_days: float) -> list[str]:
         path = lake.table(name)
         if not exists(path):
             continue
-        table = DeltaTable(rs_uri(path))
+        table = rs_table(path)
         deleted = table.delete(f"{column} < '{cutoff.isoformat()}'").get("num_deleted_rows", 0)
         compacted = table.optimize.compact()
         removed = table.vacuum(

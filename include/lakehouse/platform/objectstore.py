@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from lakehouse.core.config import PROJECT_ROOT
+from lakehouse.monitoring.ops_tables import delta_rs_options
 
 S3PROXY_POM = PROJECT_ROOT / "scripts" / "s3proxy" / "pom.xml"
 S3PROXY_JARS = PROJECT_ROOT / ".jars" / "s3proxy"
@@ -157,18 +158,10 @@ class ObjectStore:
         """:meth:`hadoop_conf` as Spark settings (``LAKEHOUSE_SPARK_CONF``)."""
         return {f"spark.hadoop.{key}": value for key, value in self.hadoop_conf(bucket).items()}
 
-    def storage_options(self) -> dict[str, str]:
-        """delta-rs's settings for this store: commits as conditional puts (``If-None-Match``),
-        so concurrent writers of one table never overwrite each other's commit."""
-        return {
-            "AWS_ENDPOINT_URL": self.endpoint,
-            "AWS_ACCESS_KEY_ID": self.access_key,
-            "AWS_SECRET_ACCESS_KEY": self.secret_key,
-            "AWS_REGION": REGION,
-            "AWS_ALLOW_HTTP": "true",
-            "AWS_FORCE_PATH_STYLE": "true",
-            "conditional_put": "etag",
-        }
+    def storage_options(self, bucket: str) -> dict[str, str]:
+        """delta-rs's settings for ``bucket`` on this store, derived from :meth:`spark_conf` as the
+        platform derives them from ``LAKEHOUSE_SPARK_CONF`` (``ops_tables.delta_rs_options``)."""
+        return delta_rs_options(self.spark_conf(bucket), bucket)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -20,11 +20,10 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 import polars as pl
-from deltalake import DeltaTable
 
 from lakehouse.core.config import settings as default_settings
 from lakehouse.core.lake import Lake
-from lakehouse.monitoring.ops_tables import exists, rs_uri
+from lakehouse.monitoring.ops_tables import exists, rs_table
 from lakehouse.monitoring.status import CODE_HISTORY, code_versions, table_stats
 from lakehouse.serving.statements import Result
 
@@ -32,6 +31,7 @@ if TYPE_CHECKING:
     from collections.abc import Mapping
 
     import pandas as pd
+    from deltalake import DeltaTable
 
     from lakehouse.spec import Pipeline, Table
 
@@ -59,7 +59,7 @@ def open_table(
     path = table_path(name, lake)
     if not exists(path):
         raise NoSuchTable(f"no Delta table {name!r} under {_lake(lake).root} (has its flow run yet?)")
-    table = DeltaTable(rs_uri(path), version=version)
+    table = rs_table(path, version=version)
     if as_of is not None:
         moment = datetime.fromisoformat(as_of) if isinstance(as_of, str) else as_of
         table.load_as_version(moment if moment.tzinfo else moment.replace(tzinfo=UTC))

@@ -12,6 +12,7 @@ import shlex
 import sys
 from typing import TYPE_CHECKING
 
+from lakehouse.core.config import read_properties
 from lakehouse.core.errors import UsageError
 
 if TYPE_CHECKING:
@@ -115,17 +116,6 @@ def class_archive_options(settings: Settings) -> list[str]:
     return [f"-XX:SharedArchiveFile={archive}", "-Xshare:auto", "-Xlog:cds=off", "-Xlog:cds+dynamic=off"]
 
 
-def properties(path: Path) -> dict[str, str]:
-    """A Spark properties file (``key value`` or ``key=value`` per line, ``#`` comments)."""
-    found = {}
-    for line in path.read_text().splitlines():
-        line = line.strip()
-        if line and not line.startswith("#"):
-            key, _, value = line.replace("=", " ", 1).partition(" ")
-            found[key.strip()] = value.strip()
-    return found
-
-
 def launched_by_spark_submit() -> bool:
     """True inside a driver started by spark-submit (PythonRunner hands us its JVM gateway)."""
     return "PYSPARK_GATEWAY_PORT" in os.environ
@@ -142,7 +132,7 @@ def spark_session(settings: Settings, app_name: str = "lakehouse") -> SparkSessi
     if settings.bind_host:
         os.environ.setdefault("SPARK_LOCAL_IP", settings.bind_host)
     if settings.spark_properties_file and not launched_by_spark_submit():
-        conf = {**properties(settings.spark_properties_file), **conf}
+        conf = {**read_properties(settings.spark_properties_file), **conf}
     builder = SparkSession.builder.appName(app_name)
     if settings.spark_master:
         builder = builder.master(settings.spark_master)

@@ -6,13 +6,14 @@ would to S3. No mock: signatures, listings, multipart uploads and conditional wr
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
-import pyarrow as pa
 import pytest
-from deltalake import DeltaTable, write_deltalake
+from deltalake import DeltaTable
 from py4j.protocol import Py4JJavaError
 
 from lakehouse.platform.objectstore import ObjectStore
@@ -73,37 +74,64 @@ def test_spark_streams_into_delta_on_the_store_exactly_once_and_delta_rs_reads_i
     log = Path(store.home, "data", BUCKET, "tables", "sink", "_delta_log")
     assert len(list(log.glob("*.json"))) == 3  # two stream commits and the OPTIMIZE
 
-    read = DeltaTable(sink.replace("s3a://", "s3://"), storage_options=store.storage_options())
+    read = DeltaTable(sink.replace("s3a://", "s3://"), storage_options=store.storage_options(BUCKET))
     assert sorted(read.to_pyarrow_table().column("n").to_pylist()) == list(range(1600))
 
 
-APPENDS = """
-import json, sys
+WRITER = """
+import sys, time
+from pathlib import Path
 import pyarrow as pa
-from deltalake import write_deltalake
-uri, options, writer, commits = json.loads(sys.argv[1])
+from lakehouse.core.lake import Lake
+from lakehouse.models.store import ModelStore
+from lakehouse.monitoring.ops_tables import append_rows
+
+root, writer, commits, go = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), Path(sys.argv[4])
+lake, schema = Lake(root), pa.schema([("writer", pa.int64()), ("commit", pa.int64())])
+while not go.exists():  # every process starts at the same moment
+    time.sleep(0.01)
 for commit in range(commits):
-    write_deltalake(uri, pa.table({"writer": [writer], "commit": [commit]}), mode="append", storage_options=options)
+    append_rows(lake.table("ops.events"), schema, [{"writer": writer, "commit": commit}])
+    ModelStore(lake).register("m", {"writer": writer, "commit": commit}, created_by=f"w{writer}")
 """
 
 
-def test_concurrent_delta_rs_writers_lose_no_row_and_share_no_version(store: ObjectStore) -> None:
-    """Writers in processes of their own commit to one table at once (as drivers, the monitor and
-    Airflow tasks write the ops tables): delta-rs commits with ``If-None-Match``, so a writer that
-    loses a race retries at the next version instead of overwriting the winner's commit."""
-    uri, options = f"s3://{BUCKET}/ops/events", store.storage_options()
-    write_deltalake(uri, pa.table({"writer": [-1], "commit": [-1]}), storage_options=options)
+def test_concurrent_writers_of_ops_tables_and_model_versions_lose_nothing_and_share_no_number(
+    store: ObjectStore, tmp_path: Path
+) -> None:
+    """Processes of their own (as drivers, the monitor and Airflow tasks) append to one ops table
+    and register versions of one model at once, through the platform's delta-rs access with the
+    lake on the store: its storage options come from the same S3A settings Spark uses
+    (``LAKEHOUSE_SPARK_CONF``). delta-rs commits with ``If-None-Match``, so a writer that loses a
+    race retries at the next version instead of overwriting the winner's commit, and a version
+    number is taken once."""
+    root, go = f"s3a://{BUCKET}/lake", tmp_path / "go"
+    env = {**os.environ, "LAKEHOUSE_SPARK_CONF": json.dumps(store.spark_conf(BUCKET))}
     writers = [
-        subprocess.Popen([sys.executable, "-c", APPENDS, json.dumps([uri, options, w, COMMITS])])
+        subprocess.Popen([sys.executable, "-c", WRITER, root, str(w), str(COMMITS), str(go)], env=env)
         for w in range(WRITERS)
     ]
+    time.sleep(3)  # the interpreters import delta-rs and wait at the start line
+    go.touch()
     assert [w.wait(timeout=300) for w in writers] == [0] * WRITERS
 
+    written = sorted((w, c) for w in range(WRITERS) for c in range(COMMITS))  # the loop bounds
+    uri, options = f"s3://{BUCKET}/lake/tables/ops/events", store.storage_options(BUCKET)
     rows = DeltaTable(uri, storage_options=options).to_pyarrow_table().to_pylist()
-    written = {(w, c) for w in range(WRITERS) for c in range(COMMITS)} | {(-1, -1)}
-    assert sorted((r["writer"], r["commit"]) for r in rows) == sorted(written)  # none lost, none twice
-    commits = sorted(Path(store.home, "data", BUCKET, "ops", "events", "_delta_log").glob("*.json"))
-    assert [int(c.stem) for c in commits] == list(range(WRITERS * COMMITS + 1))  # one file per commit
+    assert sorted((r["writer"], r["commit"]) for r in rows) == written  # none lost, none twice
+    commits = sorted(
+        Path(store.home, "data", BUCKET, "lake", "tables", "ops", "events", "_delta_log").glob("*.json")
+    )
+    assert [int(c.stem) for c in commits] == list(range(WRITERS * COMMITS))  # one file per commit
+
+    versions = DeltaTable(
+        f"s3://{BUCKET}/lake/tables/models/versions", storage_options=options
+    ).to_pyarrow_table()
+    registered = sorted(
+        zip(versions.column("created_by").to_pylist(), versions.column("artifact").to_pylist(), strict=True)
+    )
+    assert [(who, json.loads(a)["commit"]) for who, a in registered] == [(f"w{w}", c) for w, c in written]
+    assert sorted(versions.column("version").to_pylist()) == list(range(1, WRITERS * COMMITS + 1))
 
 
 def test_the_store_refuses_a_conditional_create_of_an_existing_object(spark, bucket: str) -> None:
