@@ -150,12 +150,12 @@ def append_once(
 
     Every append records the pair in its commit's ``userMetadata``. Only a batch that can be a
     replay (``replay_possible``: the first one a query runs after it started; Spark re-runs the
-    last batch it had not marked done) looks for it among the table's commits. When the retained
-    log holds no commit of the stream at all (a new flow; commits older than the log's retention,
-    e.g. a flow paused for a month), it is also written with Delta's ``txnAppId``, which the
-    table's state keeps for good. Later batches of the same run are new by construction and skip
-    both checks: in Delta 4.4 ``txnAppId`` rebuilds the table's whole state (three Spark jobs,
-    0.4-0.9 s on a small table) at every commit.
+    last batch it had not marked done) looks for it among the table's commits. When those cannot
+    tell (no table yet; the log's cleanup removed older commits and none of the retained ones is
+    the stream's, e.g. a flow paused for a month), it is also written with Delta's ``txnAppId``,
+    which the table's state keeps for good. Later batches of the same run are new by
+    construction and skip both checks: in Delta 4.4 ``txnAppId`` rebuilds the table's whole state
+    (three Spark jobs, 0.4-0.9 s on a small table) at every commit.
     """
     writer = df.write.format("delta").mode("append").option("mergeSchema", "true")
     writer = writer.option("userMetadata", _marker(app_id, version))
@@ -178,16 +178,21 @@ def _replayed(spark: SparkSession, path: str, app_id: str, version: int, what: s
 
 def stream_committed(spark: SparkSession, path: str, app_id: str, version: int) -> bool | None:
     """Whether the table holds batch ``version`` of stream ``app_id``, from the ``userMetadata``
-    of its newest commit by that stream (batches are committed in order). ``None``: the retained
-    log holds no commit of that stream (or there is no table yet), so only Delta's transaction
-    ids can tell."""
+    of its newest commit by that stream (batches are committed in order). ``False`` too when the
+    log still holds the table's whole history (its version 0) without a commit of the stream: it
+    never wrote here (a quarantine that had nothing to keep, a new flow). ``None``: older commits
+    are gone from the log and none of the retained ones is the stream's (or there is no table
+    yet), so only Delta's transaction ids can tell: a check of those rebuilds the table's state
+    (Spark jobs), so it is the last resort."""
     if not exists(spark, path):
         return None
-    for _, user_metadata in commits_newest_first(spark, path):
+    oldest = None
+    for commit_version, user_metadata in commits_newest_first(spark, path):
+        oldest = commit_version
         marker = _stream_marker(user_metadata)
         if marker is not None and marker[0] == app_id:
             return marker[1] >= version
-    return None
+    return False if oldest == 0 else None
 
 
 def version_through_batch(spark: SparkSession, path: str, batch: int) -> int | None:

@@ -9,6 +9,7 @@ from pathlib import Path
 from delta.tables import DeltaTable
 
 from lakehouse.delta import append_once, ensure_table, merge, once, stream_committed, vacuum
+from lakehouse.state import storage
 
 
 def test_a_table_whose_creation_was_interrupted_is_created(spark, tmp_path: Path) -> None:
@@ -42,16 +43,28 @@ def test_a_replayed_append_is_skipped_whether_its_batch_was_first_of_its_run_or_
     assert len(versions) == 6  # each batch one commit, the skipped replays none
     assert stream_committed(spark, path, "query-1", 4)
     assert stream_committed(spark, path, "query-1", 5) is False
-    assert stream_committed(spark, path, "query-3", 0) is None  # no commit of it: only Delta's txn can tell
-    # Delta's txn ids (costly: the table's whole state) only where the log had no commit of the
-    # stream: query-1's first batch and query-2's; read from the commit files themselves
+    # no commit of query-3 in a log that still holds the table's whole history: it never wrote here
+    assert stream_committed(spark, path, "query-3", 0) is False
+    # Delta's txn ids (costly: the table's whole state) only where the log cannot tell: the new
+    # table of query-1's first batch; read from the commit files themselves
+    log_dir = tmp_path / "bronze" / "events" / "_delta_log"
     txns = {
         int(commit.stem): action["txn"]["appId"]
-        for commit in (tmp_path / "bronze" / "events" / "_delta_log").glob("*.json")
+        for commit in log_dir.glob("*.json")
         for action in map(json.loads, commit.read_text().splitlines())
         if "txn" in action
     }
-    assert txns == {0: "query-1", 4: "query-2"}
+    assert txns == {0: "query-1"}
+    # the log's cleanup removed the oldest commits (after a checkpoint): no commit of query-3 among
+    # the retained ones no longer proves it never wrote, so only Delta's txn can tell
+    delta_log = storage.jvm(spark).org.apache.spark.sql.delta.DeltaLog
+    delta_log.forTable(spark._jsparkSession, path).checkpoint()  # noqa: SLF001  # no Python API
+    for version in range(4):
+        (log_dir / f"{version:020d}.json").unlink()
+    assert stream_committed(spark, path, "query-3", 0) is None
+    assert stream_committed(spark, path, "query-1", 4)  # its newest commit is retained
+    assert append(5, first=True, app="query-3") == 7
+    assert "txn" in (log_dir / f"{6:020d}.json").read_text()
 
 
 def test_a_replayed_merge_is_skipped_and_later_batches_carry_only_the_marker(spark, tmp_path: Path) -> None:
@@ -75,7 +88,9 @@ def test_a_replayed_merge_is_skipped_and_later_batches_carry_only_the_marker(spa
         for commit in (tmp_path / "gold" / "counts" / "_delta_log").glob("*.json")
         if any("txn" in json.loads(line) for line in commit.read_text().splitlines())
     ]
-    assert txns == [1]  # the stream's first commit: no earlier one in the log to tell a replay
+    # none: at the stream's first commit the log held the table's whole history, which says that
+    # the stream never wrote here (Delta's txn, which rebuilds the table's state, is not needed)
+    assert txns == []
     assert spark.conf.get("spark.databricks.delta.commitInfo.userMetadata", None) is None  # not left set
     assert sorted(spark.read.format("delta").load(path).collect()) == [(0, 2), (1, 1)]
 
@@ -119,4 +134,4 @@ def test_commits_newest_first_reads_recent_files_then_the_rest_from_history(
     monkeypatch.setattr(
         DeltaTable, "history", lambda *_: (_ for _ in ()).throw(AssertionError("history read"))
     )
-    assert stream_committed(spark, path, "other", 0) is None
+    assert stream_committed(spark, path, "other", 0) is False  # the whole history: it never wrote
