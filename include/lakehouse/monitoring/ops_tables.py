@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import atexit
 import logging
+import random
 import threading
+import time
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import polars as pl
 import pyarrow as pa
 from deltalake import DeltaTable, write_deltalake
+from deltalake.exceptions import CommitFailedError
 
 from lakehouse.core.config import settings
 
@@ -80,16 +83,29 @@ def rs_table(path: str, version: int | None = None) -> DeltaTable:
     return DeltaTable(rs_uri(path), version=version, storage_options=rs_options(path))
 
 
+APPEND_ATTEMPTS = 20  # commits tried before giving up: one per writer that committed first
+
+
 def append_rows(path: str, schema: pa.Schema, rows: list[dict[str, Any]]) -> None:
     """Append rows to the Delta table at ``path``, creating it on first use (and adding the
-    columns a newer platform version records to a table an older one created)."""
-    write_deltalake(
-        rs_uri(path),
-        pa.Table.from_pylist(rows, schema=schema),
-        mode="append",
-        schema_mode="merge",
-        storage_options=rs_options(path),
-    )
+    columns a newer platform version records to a table an older one created).
+
+    delta-rs retries an append that lost a race with another append by itself, but not one that
+    lost it to a change of the table's metadata: writers that create the table (or add columns)
+    at the same moment all but one fail with ``CommitFailedError``. A failed commit wrote nothing
+    to the log, so the rows are appended again, a little later (measured on S3Proxy: four
+    processes appending at once to a table none had created)."""
+    table = pa.Table.from_pylist(rows, schema=schema)
+    for attempt in range(1, APPEND_ATTEMPTS + 1):
+        try:
+            write_deltalake(
+                rs_uri(path), table, mode="append", schema_mode="merge", storage_options=rs_options(path)
+            )
+            return
+        except CommitFailedError:
+            if attempt == APPEND_ATTEMPTS:
+                raise
+            time.sleep(random.uniform(0.01, 0.05) * attempt)
 
 
 def insert_unless_taken(path: str, schema: pa.Schema, row: dict[str, Any], keys: tuple[str, ...]) -> bool:
