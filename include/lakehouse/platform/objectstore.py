@@ -12,11 +12,11 @@ Usage: ``python -m lakehouse.platform.objectstore up|down [--home DIR] [--bucket
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import secrets
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -27,6 +27,7 @@ from pathlib import Path
 
 from lakehouse.core.config import PROJECT_ROOT
 from lakehouse.monitoring.ops_tables import delta_rs_options
+from lakehouse.platform.services import free_port
 
 S3PROXY_POM = PROJECT_ROOT / "scripts" / "s3proxy" / "pom.xml"
 S3PROXY_JARS = PROJECT_ROOT / ".jars" / "s3proxy"
@@ -45,12 +46,6 @@ def s3proxy_jar() -> Path:
         )  # fmt: skip
         found = sorted(S3PROXY_JARS.glob("s3proxy-*-jar-with-dependencies.jar"))
     return found[-1]
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 @dataclass
@@ -73,7 +68,7 @@ class ObjectStore:
         wait until it answers."""
         home.mkdir(parents=True, exist_ok=True)
         (home / "data").mkdir(exist_ok=True)
-        port = port or _free_port()
+        port = port or free_port()
         access_key, secret_key = f"lake-{secrets.token_hex(4)}", secrets.token_urlsafe(24)
         conf = home / "s3proxy.conf"
         conf.write_text(
@@ -129,6 +124,8 @@ class ObjectStore:
             return
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
+            with contextlib.suppress(ChildProcessError):  # started by this process: reap it, or it
+                os.waitpid(self.pid, os.WNOHANG)  # stays a zombie that "answers" for the timeout
             try:
                 os.killpg(self.pid, 0)
             except ProcessLookupError:

@@ -1,13 +1,16 @@
-"""The serving processes' own Java, compiled at bootstrap into ``lakehouse-serving.jar``
-(``python -m lakehouse.serving.jvm build``, run by ``make bootstrap``):
+"""The platform's own Java, compiled at bootstrap into ``lakehouse-serving.jar``
+(``python -m lakehouse.serving.jvm build``, run by ``make bootstrap``), which every driver loads:
 
 - ``PasswordFileAuthenticator``: HiveServer2 ``CUSTOM`` logins against ``lakehouse users``' file;
 - ``ReadOnlySqlExtension``: analysts' SQL may only read (a Spark session extension: an
-  allow-list of parsed statements before analysis, and a check of every analyzed plan).
+  allow-list of parsed statements before analysis, and a check of every analyzed plan);
+- ``lakehouse.state.S3ConditionalLogStore`` (``state/java``): Delta commits on ``s3a://`` as
+  conditional creates, safe with several writing JVMs (see :mod:`lakehouse.state.session`).
 """
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import tempfile
@@ -18,14 +21,15 @@ from typing import TYPE_CHECKING
 import pyspark
 
 from lakehouse.state import storage
+from lakehouse.state.session import PLATFORM_JAR
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
     from lakehouse.core.config import Settings
 
-JAR_NAME = "lakehouse-serving.jar"
-SOURCES = Path(__file__).parent / "java"
+JAR_NAME = PLATFORM_JAR
+SOURCES = (Path(__file__).parent / "java", Path(__file__).parents[1] / "state" / "java")
 READ_ONLY = "lakehouse.serving.ReadOnlySqlExtension"
 DELTA_EXTENSION = "io.delta.sql.DeltaSparkSessionExtension"
 ALLOW_WRITES = "spark.lakehouse.sql.allowWrites"
@@ -36,9 +40,12 @@ def jar_path(settings: Settings) -> Path:
 
 
 def build_jar(destination: Path) -> Path:
-    """Compile every ``java/*.java`` against pyspark's jars (needs a JDK's ``javac``)."""
-    classpath = str(Path(pyspark.__file__).parent / "jars" / "*")
-    sources = [str(path) for path in sorted(SOURCES.glob("*.java"))]
+    """Compile every ``java/*.java`` of :data:`SOURCES` against pyspark's jars and the Delta jars
+    beside ``destination`` (``make jars``; needs a JDK's ``javac``)."""
+    classpath = os.pathsep.join(
+        [str(Path(pyspark.__file__).parent / "jars" / "*"), str(destination.parent / "*")]
+    )
+    sources = [str(path) for folder in SOURCES for path in sorted(folder.glob("*.java"))]
     with tempfile.TemporaryDirectory() as classes:
         subprocess.run(["javac", "--release", "17", "-cp", classpath, "-d", classes, *sources], check=True)
         destination.parent.mkdir(parents=True, exist_ok=True)

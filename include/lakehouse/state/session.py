@@ -24,6 +24,11 @@ if TYPE_CHECKING:
 
 ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 POLLING_DELAY = "100ms"  # spark.sql.streaming.pollingDelay, see spark_conf
+# Delta commits on s3a:// as conditional creates (include/lakehouse/state/java), so that drivers on
+# several hosts (a stream and a backfill, a frozen lease holder and its successor) never replace
+# each other's commit: Delta's default S3 store is safe only with every writer in one JVM.
+S3A_LOG_STORE = "lakehouse.state.S3ConditionalLogStore"
+PLATFORM_JAR = "lakehouse-serving.jar"  # the platform's own Java (lakehouse.serving.jvm builds it)
 
 
 class MissingJarsError(UsageError):
@@ -43,6 +48,11 @@ def jars(settings: Settings) -> list[Path]:
         if not any(j.name.startswith("hadoop-aws") for j in s3a):
             raise MissingJarsError(
                 f"the lake is on s3a:// but {s3a_jars_dir(settings)} has no hadoop-aws jar: run `make jars`"
+            )
+        if not (settings.jars_dir / PLATFORM_JAR).is_file():
+            raise MissingJarsError(
+                f"the lake is on s3a:// but {settings.jars_dir} has no {PLATFORM_JAR} (its Delta log "
+                "store): run `make bootstrap`"
             )
         found += s3a
     return found
@@ -88,6 +98,8 @@ def spark_conf(settings: Settings) -> dict[str, str]:
         "spark.ui.killEnabled": "false",  # nobody stops a flow's jobs from a web page
         "spark.sql.warehouse.dir": f"{settings.root}/warehouse",
     }
+    if settings.loads_s3a:
+        conf["spark.delta.logStore.s3a.impl"] = S3A_LOG_STORE
     if settings.bind_host:  # drivers listen on loopback unless told otherwise
         conf["spark.driver.host"] = settings.bind_host
         conf["spark.driver.bindAddress"] = settings.bind_host

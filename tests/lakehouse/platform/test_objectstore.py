@@ -155,3 +155,78 @@ def test_the_store_refuses_a_conditional_create_of_an_existing_object(spark, buc
         assert bytes(stream.readAllBytes()) == b"first"
     finally:
         stream.close()
+
+
+SPARK_WRITER = """
+import sys, time
+from pathlib import Path
+from lakehouse.core.config import Settings
+from lakehouse.state.session import spark_session
+
+path, writer, commits, go, home = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), Path(sys.argv[4]), sys.argv[5]
+spark = spark_session(Settings(root=home, spark_master="local[1]", spark_ui=False, spark_log_level="ERROR"))
+spark.range(1).count()  # the JVM is warm before the start line
+Path(go.parent, f"ready-{writer}").touch()
+while not go.exists():
+    time.sleep(0.01)
+for commit in range(commits):
+    spark.createDataFrame([(writer, commit)], "writer long, commit long").write.format("delta").mode("append").save(path)
+"""
+
+
+def delta_log_store(spark, path: str) -> str:
+    """The class of the log store Delta commits ``path``'s versions with (Delta resolves it per
+    URI scheme from ``spark.delta.logStore.<scheme>.impl``, behind private methods)."""
+    jvm = spark._jvm  # noqa: SLF001
+    delegating = jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, path).store()  # noqa: SLF001
+    [resolve] = [m for m in delegating.getClass().getDeclaredMethods() if m.getName() == "getDelegate"]
+    resolve.setAccessible(True)
+    arguments = spark.sparkContext._gateway.new_array(jvm.java.lang.Object, 1)  # noqa: SLF001
+    arguments[0] = jvm.org.apache.hadoop.fs.Path(path)
+    return resolve.invoke(delegating, arguments).logStoreImpl().getClass().getName()
+
+
+def test_delta_commits_on_the_store_are_conditional_creates_from_any_jvm(
+    spark, bucket: str, store: ObjectStore, tmp_path: Path
+) -> None:
+    """Delta's log store for ``s3a://`` is the platform's ``S3ConditionalLogStore``: a commit is a
+    conditional create, so a second upload of a version (from another driver, on another host) is
+    refused by the store itself, and Delta retries it at the next version. Delta's default S3
+    store is exclusive only within one JVM: two drivers could both upload version N, the second
+    replacing the first. Two JVMs (the test's session and a driver of its own) append to one
+    table at once: every commit lands once, one log file per version."""
+    path = f"{bucket}/tables/two-jvms"
+    jvm, conf = spark._jvm, spark.sparkContext._jsc.hadoopConfiguration()  # noqa: SLF001
+    spark.createDataFrame([(-1, -1)], "writer long, commit long").write.format("delta").save(path)
+    assert delta_log_store(spark, path) == "lakehouse.state.S3ConditionalLogStore"
+
+    # a stale writer's commit of an existing version is refused, and version 0 stays as it was
+    version0 = jvm.org.apache.hadoop.fs.Path(f"{path}/_delta_log/{0:020d}.json")
+    stale = jvm.java.util.ArrayList()
+    stale.add('{"commitInfo":{"operation":"STALE"}}')
+    with pytest.raises(Py4JJavaError) as refused:
+        jvm.lakehouse.state.S3ConditionalLogStore(conf).write(version0, stale.iterator(), False, conf)
+    assert refused.value.java_exception.getClass().getName() == "java.nio.file.FileAlreadyExistsException"
+    log = Path(store.home, "data", BUCKET, "tables", "two-jvms", "_delta_log")  # the backend's files
+    assert "STALE" not in (log / f"{0:020d}.json").read_text()
+
+    commits, go = 6, tmp_path / "go"
+    spark_conf = {**json.loads(os.environ.get("LAKEHOUSE_SPARK_CONF", "{}")), **store.spark_conf(BUCKET)}
+    env = {**os.environ, "LAKEHOUSE_SPARK_CONF": json.dumps(spark_conf), "LAKEHOUSE_S3A_CONNECTOR": "true"}
+    other = subprocess.Popen(
+        [sys.executable, "-c", SPARK_WRITER, path, "1", str(commits), str(go), str(tmp_path / "home")],
+        env=env,
+    )
+    deadline = time.monotonic() + 180
+    while not (tmp_path / "ready-1").exists():
+        assert other.poll() is None and time.monotonic() < deadline, "the second driver did not start"
+        time.sleep(0.2)
+    go.touch()
+    for commit in range(commits):
+        row = spark.createDataFrame([(0, commit)], "writer long, commit long")
+        row.write.format("delta").mode("append").save(path)
+    assert other.wait(timeout=300) == 0
+
+    rows = sorted((r.writer, r.commit) for r in spark.read.format("delta").load(path).collect())
+    assert rows == [(-1, -1)] + [(w, c) for w in (0, 1) for c in range(commits)]  # the loop bounds
+    assert [int(f.stem) for f in sorted(log.glob("*.json"))] == list(range(2 * commits + 1))  # one each

@@ -12,6 +12,7 @@ import pytest
 from lakehouse.core.config import Settings
 from lakehouse.state.session import (
     POLLING_DELAY,
+    S3A_LOG_STORE,
     MissingJarsError,
     class_archive,
     jar_globs,
@@ -52,6 +53,7 @@ def test_only_drivers_of_a_lake_on_s3a_load_the_s3a_connector(tmp_path: Path) ->
     for name in (
         "delta-spark_4.2_2.13-4.4.0.jar",
         "kafka-clients-3.9.2.jar",
+        "lakehouse-serving.jar",
         "s3a/hadoop-aws-3.5.0.jar",
         "s3a/s3-2.57.8.jar",
     ):
@@ -60,16 +62,30 @@ def test_only_drivers_of_a_lake_on_s3a_load_the_s3a_connector(tmp_path: Path) ->
     local = Settings(root=str(tmp_path / "lake"), jars_dir=tmp_path)
     on_s3a = Settings(root="s3a://bucket/lake", jars_dir=tmp_path)
     asked = Settings(root=str(tmp_path / "lake"), jars_dir=tmp_path, s3a_connector=True)
-    assert [j.name for j in jars(local)] == ["delta-spark_4.2_2.13-4.4.0.jar", "kafka-clients-3.9.2.jar"]
+    shipped = ["delta-spark_4.2_2.13-4.4.0.jar", "kafka-clients-3.9.2.jar", "lakehouse-serving.jar"]
+    assert [j.name for j in jars(local)] == shipped
     for settings in (on_s3a, asked):
-        assert [j.name for j in jars(settings)][2:] == ["hadoop-aws-3.5.0.jar", "s3-2.57.8.jar"]
+        assert [j.name for j in jars(settings)][3:] == ["hadoop-aws-3.5.0.jar", "s3-2.57.8.jar"]
     assert jar_globs(local) == f"{tmp_path}/*.jar"
     assert jar_globs(on_s3a) == f"{tmp_path}/*.jar,{tmp_path}/s3a/*.jar"
     assert Settings(s3a_connector=True).to_env()["LAKEHOUSE_S3A_CONNECTOR"] == "true"
     (tmp_path / "s3a/hadoop-aws-3.5.0.jar").unlink()
     with pytest.raises(MissingJarsError, match=r"s3a:// but .*/s3a has no hadoop-aws jar: run `make jars`"):
         jars(on_s3a)
-    assert len(jars(local)) == 2
+    assert len(jars(local)) == 3
+    (tmp_path / "s3a/hadoop-aws-3.5.0.jar").write_bytes(b"")
+    (tmp_path / "lakehouse-serving.jar").unlink()  # Delta's log store for s3a:// is in it
+    with pytest.raises(MissingJarsError, match=r"has no lakehouse-serving.jar .*: run `make bootstrap`"):
+        jars(on_s3a)
+
+
+def test_delta_commits_on_s3a_with_the_conditional_log_store_and_elsewhere_with_deltas_own() -> None:
+    """Delta's default S3 store is exclusive only inside one JVM; the platform's commits with
+    ``If-None-Match`` (tests/lakehouse/platform/test_objectstore.py runs it on a real store)."""
+    key = "spark.delta.logStore.s3a.impl"
+    assert spark_conf(Settings(root="s3a://bucket/lake"))[key] == "lakehouse.state.S3ConditionalLogStore"
+    assert spark_conf(Settings(root="/tmp/lake", s3a_connector=True))[key] == S3A_LOG_STORE
+    assert key not in spark_conf(Settings(root="/tmp/lake"))
 
 
 def test_drivers_map_the_class_archive_once_built_and_start_without_it_before(tmp_path: Path) -> None:
