@@ -235,7 +235,7 @@ def spark_settings(tmp_path_factory: pytest.TempPathFactory) -> Settings:
         # one JVM serves the whole run (hundreds of Delta tables, streams, MERGEs): the default
         # 1g heap ran out late in a full run ("Not enough memory to build and broadcast")
         spark_conf={"spark.driver.memory": "3g", **json.loads(os.environ["LAKEHOUSE_SPARK_CONF"])},
-        driver_java_options=os.environ.get("XP_SESSION_OPTS", TEST_GC),
+        driver_java_options=TEST_GC,
         s3a_connector=True,  # the worker's one session also serves the object-store tests
     )
 
