@@ -11,10 +11,13 @@ import json
 from datetime import datetime  # noqa: TC003 (pydantic reads the annotations at runtime)
 from functools import lru_cache
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
 
 PROJECT_ROOT = Path(__file__).resolve().parents[3]
 
@@ -331,6 +334,42 @@ def read_properties(path: Path) -> dict[str, str]:
             key, _, value = line.replace("=", " ", 1).partition(" ")
             found[key.strip()] = value.strip()
     return found
+
+
+# S3A's settings (spark.hadoop.fs.s3a.[bucket.<b>.]<key>) and delta-rs's names for them
+_S3A_TO_DELTA_RS = {
+    "access.key": "AWS_ACCESS_KEY_ID",
+    "secret.key": "AWS_SECRET_ACCESS_KEY",
+    "session.token": "AWS_SESSION_TOKEN",
+    "endpoint.region": "AWS_REGION",
+}
+
+
+def delta_rs_options(spark_conf: Mapping[str, str], bucket: str) -> dict[str, str]:
+    """delta-rs's storage options for ``bucket``, from the S3A settings Spark uses (per-bucket
+    ones first, as S3A reads them): one configuration for both engines. Commits are conditional
+    puts (``If-None-Match``), so concurrent writers of one table never overwrite each other's
+    commit. Settings S3A does not name (credentials from the environment or an instance role)
+    are found by delta-rs the same way."""
+
+    def get(key: str) -> str | None:
+        specific = spark_conf.get(f"spark.hadoop.fs.s3a.bucket.{bucket}.{key}")
+        return specific if specific is not None else spark_conf.get(f"spark.hadoop.fs.s3a.{key}")
+
+    options = {"conditional_put": "etag"}
+    if endpoint := get("endpoint"):
+        if "://" not in endpoint:
+            secure = (get("connection.ssl.enabled") or "true").lower() != "false"
+            endpoint = f"{'https' if secure else 'http'}://{endpoint}"
+        options["AWS_ENDPOINT_URL"] = endpoint
+        if endpoint.startswith("http://"):
+            options["AWS_ALLOW_HTTP"] = "true"
+        if (get("path.style.access") or "").lower() == "false":
+            options["AWS_VIRTUAL_HOSTED_STYLE_REQUEST"] = "true"
+    for key, option in _S3A_TO_DELTA_RS.items():
+        if value := get(key):
+            options[option] = value
+    return options
 
 
 @lru_cache(maxsize=1)

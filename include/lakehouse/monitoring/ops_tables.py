@@ -15,11 +15,9 @@ import pyarrow as pa
 from deltalake import DeltaTable, write_deltalake
 from deltalake.exceptions import CommitFailedError
 
-from lakehouse.core.config import settings
+from lakehouse.core.config import delta_rs_options, settings
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
-
     import pyarrow.compute as pc
 
 # The platform's own tables, each with the column that says when a row was recorded (upkeep
@@ -33,42 +31,6 @@ OPS_TABLES = {PROGRESS_TABLE: "recorded_at", RESULTS_TABLE: "recorded_at", ALERT
 def rs_uri(path: str) -> str:
     """delta-rs spells Hadoop's ``s3a://`` as ``s3://``; local paths pass through."""
     return "s3://" + path[len("s3a://") :] if path.startswith("s3a://") else path
-
-
-# S3A's settings (spark.hadoop.fs.s3a.[bucket.<b>.]<key>) and delta-rs's names for them
-_S3A_TO_DELTA_RS = {
-    "access.key": "AWS_ACCESS_KEY_ID",
-    "secret.key": "AWS_SECRET_ACCESS_KEY",
-    "session.token": "AWS_SESSION_TOKEN",
-    "endpoint.region": "AWS_REGION",
-}
-
-
-def delta_rs_options(spark_conf: Mapping[str, str], bucket: str) -> dict[str, str]:
-    """delta-rs's storage options for ``bucket``, from the S3A settings Spark uses (per-bucket
-    ones first, as S3A reads them): one configuration for both engines. Commits are conditional
-    puts (``If-None-Match``), so concurrent writers of one table never overwrite each other's
-    commit. Settings S3A does not name (credentials from the environment or an instance role)
-    are found by delta-rs the same way."""
-
-    def get(key: str) -> str | None:
-        specific = spark_conf.get(f"spark.hadoop.fs.s3a.bucket.{bucket}.{key}")
-        return specific if specific is not None else spark_conf.get(f"spark.hadoop.fs.s3a.{key}")
-
-    options = {"conditional_put": "etag"}
-    if endpoint := get("endpoint"):
-        if "://" not in endpoint:
-            secure = (get("connection.ssl.enabled") or "true").lower() != "false"
-            endpoint = f"{'https' if secure else 'http'}://{endpoint}"
-        options["AWS_ENDPOINT_URL"] = endpoint
-        if endpoint.startswith("http://"):
-            options["AWS_ALLOW_HTTP"] = "true"
-        if (get("path.style.access") or "").lower() == "false":
-            options["AWS_VIRTUAL_HOSTED_STYLE_REQUEST"] = "true"
-    for key, option in _S3A_TO_DELTA_RS.items():
-        if value := get(key):
-            options[option] = value
-    return options
 
 
 def rs_options(path: str) -> dict[str, str] | None:

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from lakehouse.core.times import iso_millis, now, utc
 from lakehouse.sources import reader_for
-from lakehouse.sources.landing import atomic_write
+from lakehouse.state.objects import atomic_write, read_text
 
 if TYPE_CHECKING:
     import random
@@ -35,7 +35,8 @@ iso = iso_millis  # how generated events write their times
 
 @dataclass(frozen=True)
 class Landing:
-    """Where a pipeline's generator drops source files and reference data (local lakes)."""
+    """Where a pipeline's generator drops source files and reference data (a local lake, or one
+    on ``s3a://``: files are written through :mod:`lakehouse.state.objects`)."""
 
     lake: Lake
     pipeline: Pipeline
@@ -57,9 +58,15 @@ class Landing:
             raise ValueError(f"{table} has no source to deliver lines to")
         return reader_for(spec.source).deliver(self.lake, self.pipeline, spec, name, lines)
 
-    def write_reference(self, lookup: str, text: str) -> Path:
-        path = Path(self.lake.reference(self.pipeline.name, self.pipeline.lookup(lookup).file))
-        return atomic_write(path, text)
+    def write_reference(self, lookup: str, text: str) -> Path | str:
+        return atomic_write(self.reference(lookup), text)
+
+    def read_reference(self, lookup: str) -> str | None:
+        """The text of ``lookup``'s reference file, ``None`` before it is written."""
+        return read_text(self.reference(lookup))
+
+    def reference(self, lookup: str) -> str:
+        return self.lake.reference(self.pipeline.name, self.pipeline.lookup(lookup).file)
 
 
 # --------------------------------------------------------------------------- drawing traffic

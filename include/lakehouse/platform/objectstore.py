@@ -25,8 +25,7 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
-from lakehouse.core.config import PROJECT_ROOT
-from lakehouse.monitoring.ops_tables import delta_rs_options
+from lakehouse.core.config import PROJECT_ROOT, delta_rs_options
 from lakehouse.platform.services import free_port
 
 S3PROXY_POM = PROJECT_ROOT / "scripts" / "s3proxy" / "pom.xml"
@@ -157,7 +156,7 @@ class ObjectStore:
 
     def storage_options(self, bucket: str) -> dict[str, str]:
         """delta-rs's settings for ``bucket`` on this store, derived from :meth:`spark_conf` as the
-        platform derives them from ``LAKEHOUSE_SPARK_CONF`` (``ops_tables.delta_rs_options``)."""
+        platform derives them from ``LAKEHOUSE_SPARK_CONF`` (``core.config.delta_rs_options``)."""
         return delta_rs_options(self.spark_conf(bucket), bucket)
 
 

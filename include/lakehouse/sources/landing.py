@@ -11,7 +11,6 @@ not be read still belongs to a backfill slice.
 from __future__ import annotations
 
 import contextlib
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
@@ -23,6 +22,7 @@ from pyspark.sql import functions as F
 from lakehouse.sources.protocol import EVERYTHING, Bronze, Cut, Prepared, SourceReader
 from lakehouse.spec.sources import ARRIVAL_TIME, INGESTED_AT, PARSE_ERROR, SOURCE_FILE, LandingFiles
 from lakehouse.state import storage
+from lakehouse.state.objects import atomic_write
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
@@ -57,19 +57,6 @@ def landed_files(spark: SparkSession, lake: Lake, pipeline: Pipeline, table: Tab
     return [
         path for path in storage.files(spark, directory) if not path.rsplit("/", 1)[-1].startswith((".", "_"))
     ]
-
-
-def atomic_write(path: Path, text: str | bytes) -> Path:
-    """Write a file as a hidden temporary renamed into place: a stream never reads half a file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    data = text.encode() if isinstance(text, str) else text
-    with open(tmp, "wb") as handle:
-        handle.write(data)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(tmp, path)
-    return path
 
 
 # --------------------------------------------------------------------------- the file source log
@@ -253,12 +240,13 @@ class LandingFilesReader(SourceReader):
 
         return prepare
 
-    def deliver(self, lake: Lake, pipeline: Pipeline, table: Table, name: str, lines: Iterable[str]) -> Path:
-        """One landing file of ``lines``, written atomically."""
-        if not lake.root.startswith("/"):
-            raise ValueError(f"generators write to a local lake, not {lake.root}")
-        directory = Path(landing_path(lake, pipeline, table))
-        return atomic_write(directory / name, "".join(f"{line}\n" for line in lines))
+    def deliver(
+        self, lake: Lake, pipeline: Pipeline, table: Table, name: str, lines: Iterable[str]
+    ) -> Path | str:
+        """One landing file of ``lines``, written atomically (a local lake or ``s3a://``)."""
+        return atomic_write(
+            f"{landing_path(lake, pipeline, table)}/{name}", "".join(f"{line}\n" for line in lines)
+        )
 
 
 def file_metadata(frame: DataFrame) -> list[Column]:

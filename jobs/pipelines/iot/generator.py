@@ -23,7 +23,6 @@ import json
 import random
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from lakehouse.plan.generators import chunks, iso, malformed, time_range, uid
@@ -253,7 +252,6 @@ LABELS = "event_id,kind"
 
 def append_labels(landing: Landing, anomalies: dict[str, str]) -> None:
     """Add ``anomalies`` to the ground truth of earlier calls (the ``anomaly_labels`` file)."""
-    path = landing.lake.reference(landing.pipeline.name, landing.pipeline.lookup("anomaly_labels").file)
-    known = Path(path).read_text().splitlines()[1:] if Path(path).exists() else []
+    known = (landing.read_reference("anomaly_labels") or LABELS).splitlines()[1:]
     rows = [LABELS, *known, *(f"{event_id},{kind}" for event_id, kind in anomalies.items())]
     landing.write_reference("anomaly_labels", "\n".join(rows) + "\n")

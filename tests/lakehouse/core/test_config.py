@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from lakehouse.core.config import Settings
+from lakehouse.core.config import Settings, delta_rs_options
 from lakehouse.core.lake import Lake
 from lakehouse.state.session import spark_conf
 
@@ -48,3 +48,38 @@ def test_lake_layout() -> None:
     assert lake.table("silver.device_events") == "/data/lake/tables/silver/device_events"
     assert lake.checkpoint("iot", "silver.device_events") == "/data/lake/checkpoints/iot/silver.device_events"
     assert lake.landing("iot", "device_events") == "/data/lake/landing/iot/device_events"
+
+
+def test_delta_rs_takes_its_storage_options_from_spark_s_s3a_settings_per_bucket_first() -> None:
+    conf = {
+        "spark.hadoop.fs.s3a.endpoint": "store.example:9000",  # no scheme: S3A's TLS setting decides
+        "spark.hadoop.fs.s3a.access.key": "everyone",
+        "spark.hadoop.fs.s3a.secret.key": "shared",
+        "spark.hadoop.fs.s3a.bucket.lake.endpoint": "http://127.0.0.1:9100",
+        "spark.hadoop.fs.s3a.bucket.lake.access.key": "lake-key",
+        "spark.hadoop.fs.s3a.bucket.lake.secret.key": "lake-secret",
+        "spark.hadoop.fs.s3a.bucket.lake.endpoint.region": "eu-west-1",
+        "spark.executor.memory": "2g",  # not S3A's
+    }
+    assert delta_rs_options(conf, "lake") == {
+        "conditional_put": "etag",
+        "AWS_ENDPOINT_URL": "http://127.0.0.1:9100",
+        "AWS_ALLOW_HTTP": "true",
+        "AWS_ACCESS_KEY_ID": "lake-key",
+        "AWS_SECRET_ACCESS_KEY": "lake-secret",
+        "AWS_REGION": "eu-west-1",
+    }
+    assert delta_rs_options(conf, "other") == {
+        "conditional_put": "etag",
+        "AWS_ENDPOINT_URL": "https://store.example:9000",
+        "AWS_ACCESS_KEY_ID": "everyone",
+        "AWS_SECRET_ACCESS_KEY": "shared",
+    }
+    plain = {
+        "spark.hadoop.fs.s3a.endpoint": "minio:9000",
+        "spark.hadoop.fs.s3a.connection.ssl.enabled": "false",
+    }
+    assert delta_rs_options(plain, "b")["AWS_ENDPOINT_URL"] == "http://minio:9000"
+    assert delta_rs_options({}, "b") == {
+        "conditional_put": "etag"
+    }  # AWS itself: credentials from the environment

@@ -12,7 +12,6 @@ from deltalake import DeltaTable
 from lakehouse.monitoring.ops_tables import (
     Appender,
     append_rows,
-    delta_rs_options,
     exists,
     insert_unless_taken,
     read_table,
@@ -28,39 +27,7 @@ def test_rs_uri_spells_s3a_as_delta_rs_does() -> None:
     assert rs_uri("/data/lake/tables/ops/alerts") == "/data/lake/tables/ops/alerts"
 
 
-def test_delta_rs_takes_its_storage_options_from_spark_s_s3a_settings_per_bucket_first() -> None:
-    conf = {
-        "spark.hadoop.fs.s3a.endpoint": "store.example:9000",  # no scheme: S3A's TLS setting decides
-        "spark.hadoop.fs.s3a.access.key": "everyone",
-        "spark.hadoop.fs.s3a.secret.key": "shared",
-        "spark.hadoop.fs.s3a.bucket.lake.endpoint": "http://127.0.0.1:9100",
-        "spark.hadoop.fs.s3a.bucket.lake.access.key": "lake-key",
-        "spark.hadoop.fs.s3a.bucket.lake.secret.key": "lake-secret",
-        "spark.hadoop.fs.s3a.bucket.lake.endpoint.region": "eu-west-1",
-        "spark.executor.memory": "2g",  # not S3A's
-    }
-    assert delta_rs_options(conf, "lake") == {
-        "conditional_put": "etag",
-        "AWS_ENDPOINT_URL": "http://127.0.0.1:9100",
-        "AWS_ALLOW_HTTP": "true",
-        "AWS_ACCESS_KEY_ID": "lake-key",
-        "AWS_SECRET_ACCESS_KEY": "lake-secret",
-        "AWS_REGION": "eu-west-1",
-    }
-    assert delta_rs_options(conf, "other") == {
-        "conditional_put": "etag",
-        "AWS_ENDPOINT_URL": "https://store.example:9000",
-        "AWS_ACCESS_KEY_ID": "everyone",
-        "AWS_SECRET_ACCESS_KEY": "shared",
-    }
-    plain = {
-        "spark.hadoop.fs.s3a.endpoint": "minio:9000",
-        "spark.hadoop.fs.s3a.connection.ssl.enabled": "false",
-    }
-    assert delta_rs_options(plain, "b")["AWS_ENDPOINT_URL"] == "http://minio:9000"
-    assert delta_rs_options({}, "b") == {
-        "conditional_put": "etag"
-    }  # AWS itself: credentials from the environment
+def test_a_local_table_needs_no_storage_options() -> None:
     assert rs_options("/data/lake/tables/ops/alerts") is None
 
 

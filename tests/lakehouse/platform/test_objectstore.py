@@ -10,14 +10,25 @@ import os
 import subprocess
 import sys
 import time
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 from deltalake import DeltaTable
 from py4j.protocol import Py4JJavaError
+from pyspark.testing import assertDataFrameEqual
 
+from lakehouse.core.config import settings
+from lakehouse.core.lake import Lake
+from lakehouse.monitoring.progress import ProgressLog
+from lakehouse.plan.generators import Landing
 from lakehouse.platform.objectstore import ObjectStore
-from lakehouse.state import storage
+from lakehouse.run.batch import backfill
+from lakehouse.run.stream import StreamRunner
+from lakehouse.slices import Slice
+from lakehouse.spec.sources import LANDED
+from lakehouse.state import objects, storage
+from pipelines.iot.generator import generate
 
 pytestmark = pytest.mark.slow
 BUCKET = "objectstore-test"  # its own S3A settings (per bucket): other tests' lakes are untouched
@@ -230,3 +241,58 @@ def test_delta_commits_on_the_store_are_conditional_creates_from_any_jvm(
     rows = sorted((r.writer, r.commit) for r in spark.read.format("delta").load(path).collect())
     assert rows == [(-1, -1)] + [(w, c) for w in (0, 1) for c in range(commits)]  # the loop bounds
     assert [int(f.stem) for f in sorted(log.glob("*.json"))] == list(range(2 * commits + 1))  # one each
+
+
+def test_the_iot_pipeline_on_the_store_streams_in_waves_what_one_backfill_computes(
+    spark, read, iot, bucket: str, store: ObjectStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The platform's own code with the lake on the store, in the test's session: the generator
+    lands its files and reference data there (one PUT each), two incremental runs read them
+    through S3A listings and keep their checkpoints, progress and ops tables (delta-rs) there,
+    and one backfill of a second lake on the store gives the same tables; every valid event is
+    in silver once (the generator's own record)."""
+    spark_conf = {**json.loads(os.environ.get("LAKEHOUSE_SPARK_CONF", "{}")), **store.spark_conf(BUCKET)}
+    monkeypatch.setenv("LAKEHOUSE_SPARK_CONF", json.dumps(spark_conf))  # for delta-rs and pyarrow
+    settings.cache_clear()
+    objects.s3.cache_clear()
+    try:
+        streamed, batched = Lake(f"{bucket}/iot/streamed"), Lake(f"{bucket}/iot/batched")
+        start = datetime(2026, 1, 1, tzinfo=UTC)
+        waves = []
+        for wave in range(2):  # each followed by an incremental run (new queries, checkpoints on the store)
+            waves.append(
+                generate(
+                    Landing(streamed, iot), events=300, seed=wave, file_prefix=f"wave-{wave}",
+                    start=start + timedelta(minutes=20 * wave), end=start + timedelta(minutes=20 * wave + 20),
+                    duplicate_fraction=0.05, malformed_fraction=0.02, write_registry=wave == 0,
+                )
+            )  # fmt: skip
+            with StreamRunner(spark, streamed, iot) as runner:
+                runner.run_incremental(iot.select(None))
+        landed = Path(store.home, "data", BUCKET, "iot", "streamed", "landing").rglob("*.json")
+        assert sorted(p.name for p in landed) == sorted(Path(f).name for w in waves for f in w.files)
+        for w in waves:
+            for f in w.files:
+                objects.atomic_write(f.replace("/streamed/", "/batched/"), objects.read_text(f) or "")
+        objects.atomic_write(
+            Landing(batched, iot).reference("devices"), Landing(streamed, iot).read_reference("devices") or ""
+        )
+        backfill(spark, batched, iot, Slice())
+        for name in (
+            "bronze.device_events",
+            "silver.device_events",
+            "gold.device_type_stats",
+            "gold.device_status",
+        ):
+            left, right = read(streamed, name), read(batched, name)
+            if name.startswith("bronze."):
+                left, right = left.drop(*LANDED), right.drop(*LANDED)
+            assert left.count() > 0, name
+            assertDataFrameEqual(left, right, checkRowOrder=False, rtol=1e-9)
+        valid = set().union(*(w.valid_ids for w in waves))
+        assert sorted(r.event_id for r in read(streamed, "silver.device_events").collect()) == sorted(valid)
+        totals = ProgressLog(streamed).totals("iot")  # delta-rs, on the store
+        assert totals["bronze.device_events"]["input_rows"] == sum(w.lines for w in waves)
+    finally:
+        settings.cache_clear()
+        objects.s3.cache_clear()
