@@ -97,6 +97,7 @@ LONGEST_FIRST = (
     "tests/bench/test_stress.py",  # 132
     "tests/lakehouse/test_bad_input.py",  # 113
     "tests/lakehouse/cockpit/test_plugin.py",  # 87
+    "tests/lakehouse/platform/test_objectstore.py",  # 80 (alone, 2026-11-29)
     "tests/lakehouse/quality/test_gate.py",  # 81
     "tests/lakehouse/run/test_maintenance.py",  # 75
     "tests/lakehouse/writes/test_history.py",  # 67

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import polars as pl
 import pyarrow as pa
 from deltalake import DeltaTable, write_deltalake
-from deltalake.exceptions import CommitFailedError
+from deltalake.exceptions import CommitFailedError, TableNotFoundError
 
 from lakehouse.core.config import delta_rs_options, settings
 
@@ -170,7 +170,8 @@ def read_table(
     """The table as polars (rows matching ``where``, pushed down to the Parquet files); an empty
     frame of ``schema`` when the table does not exist yet."""
 
-    if not exists(path):
+    try:
+        table = rs_table(path)  # one read of the log (not a look for it first, then a read)
+    except TableNotFoundError:
         return pl.from_arrow(schema.empty_table()) if schema is not None else pl.DataFrame()
-    dataset = rs_table(path).to_pyarrow_dataset()
-    return pl.from_arrow(dataset.to_table(filter=where))
+    return pl.from_arrow(table.to_pyarrow_dataset().to_table(filter=where))
