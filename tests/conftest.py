@@ -356,6 +356,37 @@ def stack():
         stop()
 
 
+@pytest.fixture(scope="session")
+def object_store(tmp_path_factory: pytest.TempPathFactory):
+    """A real S3-compatible server (S3Proxy on 127.0.0.1, ``lakehouse.platform.objectstore``),
+    started once per worker and shared by every test that puts something on a store."""
+    from lakehouse.platform.objectstore import ObjectStore
+
+    started = ObjectStore.start(tmp_path_factory.mktemp("objectstore"))
+    yield started
+    started.stop()
+
+
+@pytest.fixture
+def s3a_env(object_store, monkeypatch: pytest.MonkeyPatch) -> Callable[[str], str]:
+    """``s3a_env(bucket)``: create ``bucket`` on the store and point this process's S3A settings
+    (``LAKEHOUSE_SPARK_CONF``, which delta-rs and obstore read too) at it; returns ``s3a://bucket``.
+    Child processes inherit the environment."""
+    from lakehouse.core.config import settings
+    from lakehouse.state import objects
+
+    def point(bucket: str) -> str:
+        conf = {**json.loads(os.environ.get("LAKEHOUSE_SPARK_CONF", "{}")), **object_store.spark_conf(bucket)}
+        monkeypatch.setenv("LAKEHOUSE_SPARK_CONF", json.dumps(conf))
+        settings.cache_clear()
+        objects.s3.cache_clear()
+        return object_store.create_bucket(bucket)
+
+    yield point
+    settings.cache_clear()
+    objects.s3.cache_clear()
+
+
 # --------------------------------------------------------------------------- Airflow
 # Airflow imported by these tests (DAG objects, hooks) gets a home of its own, not ~/airflow.
 if "AIRFLOW_HOME" not in os.environ:

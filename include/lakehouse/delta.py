@@ -34,6 +34,7 @@ from pyspark.sql.types import StructField, StructType
 
 from lakehouse.monitoring.status import CODE
 from lakehouse.state import storage
+from lakehouse.state.control import check_fences
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -66,8 +67,10 @@ def is_conflict(exc: BaseException) -> bool:
 
 
 def retry_on_conflict(action: Callable[[], T], what: str) -> T:
-    """Run ``action`` (one or more commits), running it again on a Delta conflict."""
+    """Run ``action`` (one or more commits), running it again on a Delta conflict; never when this
+    driver's leases may have passed to another (``control.check_fences``: raises ``LeaseLost``)."""
     for attempt in range(1, CONFLICT_RETRIES + 1):
+        check_fences()
         try:
             return action()
         except Exception as exc:
@@ -328,6 +331,7 @@ def merge(df: DataFrame, path: str, *, on: str, update: bool | str) -> None:
     """MERGE ``df`` (alias ``s``) into the table (alias ``t``) ``on`` a condition: rows without a
     match are inserted; matches are updated (``True``), updated where ``update`` holds (a SQL
     condition), or left as they are (``False``). New columns evolve the schema."""
+    check_fences()
     builder = DeltaTable.forPath(df.sparkSession, path).alias("t").merge(df.alias("s"), on)
     if update is True:
         builder = builder.whenMatchedUpdateAll()
@@ -344,6 +348,7 @@ def merge_diff(df: DataFrame, path: str, *, on: str) -> None:
     columns = [c for c in df.columns if c != ACTION]
     values = {f"`{c}`": f"s.`{c}`" for c in columns}
     same = " AND ".join(f"t.`{c}` <=> s.`{c}`" for c in columns)
+    check_fences()
     (
         DeltaTable.forPath(df.sparkSession, path).alias("t").merge(df.alias("s"), on)
         .whenMatchedDelete(f"s.{ACTION} = 'delete'")
@@ -383,6 +388,7 @@ def replace(
         writer = writer.option("replaceWhere", condition)
     if app_id is not None:
         writer = writer.option("txnAppId", app_id).option("txnVersion", version)
+    check_fences()
     writer.save(path)
 
 

@@ -4,12 +4,26 @@ is skipped; VACUUM's own settings end with the call."""
 from __future__ import annotations
 
 import json
+import time
+from dataclasses import replace
 from pathlib import Path
 
+import pytest
 from delta.tables import DeltaTable
 
-from lakehouse.delta import append_once, ensure_table, merge, once, stream_committed, vacuum
+from lakehouse.delta import (
+    append_once,
+    ensure_table,
+    merge,
+    once,
+    retry_on_conflict,
+    stream_committed,
+    vacuum,
+)
 from lakehouse.state import storage
+from lakehouse.state.control import FlowControl, LeaseKeeper, LeaseLost
+
+FLOW = "bronze.events"
 
 
 def test_a_table_whose_creation_was_interrupted_is_created(spark, tmp_path: Path) -> None:
@@ -135,3 +149,28 @@ def test_commits_newest_first_reads_recent_files_then_the_rest_from_history(
         DeltaTable, "history", lambda *_: (_ for _ in ()).throw(AssertionError("history read"))
     )
     assert stream_committed(spark, path, "other", 0) is False  # the whole history: it never wrote
+
+
+def test_no_commit_once_another_driver_took_this_drivers_lease(tmp_path: Path) -> None:
+    """Every commit asks the process's lease keepers first: past 2/3 ttl without a renewal it
+    renews, and a lease taken over meanwhile refuses the commit (the action never runs)."""
+    control = FlowControl(tmp_path / "control", "iot")
+    lost: list[str] = []
+    keeper = LeaseKeeper(control, [FLOW], "continuous", 0.3, lost.append)
+    keeper.acquire()
+    try:
+        commits: list[int] = []
+        assert retry_on_conflict(lambda: commits.append(1) or "done", "fresh") == "done"
+        time.sleep(0.5)  # the keeper renews once a second at most: past 2/3 of this ttl, stale
+        assert retry_on_conflict(lambda: commits.append(2) or "done", "renewed first") == "done"
+        mine = control.lease(FLOW)
+        assert mine is not None and mine.owner == keeper.owner
+        control.records.put(f"{FLOW}.lease", replace(mine, owner="elsewhere:1:x", host="elsewhere").to_json())
+        time.sleep(0.5)
+        with pytest.raises(LeaseLost, match="now held by elsewhere"):
+            retry_on_conflict(lambda: commits.append(3), "stale")
+        assert commits == [1, 2] and lost
+        with pytest.raises(LeaseLost):  # and for good
+            retry_on_conflict(lambda: commits.append(4), "stale again")
+    finally:
+        keeper.close()

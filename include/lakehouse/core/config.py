@@ -87,8 +87,9 @@ class Settings(BaseSettings):
     )
     control_dir: str | None = Field(
         default=None,
-        description="POSIX directory for driver leases and stop requests (default <root>/control); "
-        "set it when the lake root is object storage.",
+        description="Where the control plane keeps leases, stop/pause requests and deployments "
+        "(default <root>/control): a local or shared POSIX directory, or an s3a:// prefix (hosts "
+        "that share only the object store; conditional writes).",
     )
     platform_dir: Path = Field(
         default=PROJECT_ROOT / ".platform",

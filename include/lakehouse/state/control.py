@@ -1,26 +1,33 @@
 """The flows' control plane: leases (one driver per flow), stop requests, deployments, restarts.
 
-Small JSON files under ``<control>/<pipeline>/`` (a POSIX directory shared by every host that
-runs drivers or Airflow tasks; default ``<root>/control``):
+Small JSON records under ``<control>/<pipeline>/`` (``lakehouse.state.records``): a local or
+shared POSIX directory, or an ``s3a://`` prefix when the hosts share only the object store
+(default ``<root>/control``, so an ``s3a://`` lake keeps its control plane beside it):
 
 ============================  =============================================================
-``<flow>.lease``              which driver runs the flow (host, pids), renewed every ttl/3
+``<flow>.lease``              which driver runs the flow (host, pids, epoch), renewed every ttl/3
 ``<flow>.stop``               a graceful stop request, honoured by the driver within a second
 ``<flow>.pause``              a backfill asks the driver to pause the flow at a batch boundary
 ``<flow>.deployed``           the flow should run continuously (the monitor restarts it)
 ``<flow>.restarts``           when the monitor restarted it (the restart budget)
 ``.operations.lock``          serializes deploy / restart / stop of the pipeline's flows
 ``.backfill.lock``            serializes the pipeline's backfills
-``logs/``                     one log file per launched driver
+``logs/``                     one log file per launched driver (on the host that launched it)
 ============================  =============================================================
 
 One driver per flow: a driver takes each flow's lease before starting its query and renews it.
 A lease is taken only when absent, released, held by processes that are provably gone (same
 host; neither the Python driver nor its JVM runs any more, checked by pid and start time), or
 expired: on this host by its own clock, and held from another host by more than a clock-skew
-margin (``LAKEHOUSE_LEASE_SKEW_SECONDS``), since the two hosts' clocks may disagree. A driver that cannot renew stops its queries at ``2/3 ttl`` after its last renewal
-(self-fencing), before the lease can expire, so a successor never overlaps it. Every
-read-modify-write happens under ``flock``, which the kernel releases whatever crashes.
+margin (``LAKEHOUSE_LEASE_SKEW_SECONDS``), since the two hosts' clocks may disagree. Every
+read-modify-write of a record is a compare-and-swap (``flock`` locally, ``If-Match`` on the
+store), and each grant of a lease has the next epoch.
+
+Fencing: a driver that cannot renew stops its queries at ``2/3 ttl`` after its last renewal,
+before the lease can expire, so a successor never overlaps it; and every Delta commit first asks
+:func:`check_fences`, which refuses once that deadline has passed on the monotonic clock. So a
+driver frozen (SIGSTOP, a VM pause, a long GC) past its lease and then resumed never commits
+again: its first commit attempt raises :class:`LeaseLost`.
 
 A driver started by ``spark-submit`` is a Python process whose parent is the JVM. Both are in
 the lease (see ``lakehouse.core.processes``), so no half-alive driver can keep renewing a lease for
@@ -29,15 +36,15 @@ queries that no longer run.
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import json
 import logging
 import os
 import socket
+import tempfile
 import threading
 import time
 import uuid
+import weakref
 from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -46,9 +53,12 @@ from typing import TYPE_CHECKING, Any
 from lakehouse.core import times
 from lakehouse.core.errors import OperationFailed
 from lakehouse.core.processes import Proc, driver_jvm
+from lakehouse.state import objects
+from lakehouse.state.records import LocalRecords, records_at
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterator
+    import contextlib
+    from collections.abc import Callable
 
     from lakehouse.core.config import Settings
 
@@ -90,6 +100,7 @@ class Lease:
     acquired_at: datetime
     renewed_at: datetime
     expires_at: datetime
+    epoch: int = 0  # the grant's number: each acquire of the flow's lease has a higher one
 
     def expired(self, now: datetime | None = None, skew: timedelta = timedelta(0)) -> bool:
         """Past its expiry; a lease of another host only ``skew`` later (its clock may be behind)."""
@@ -168,74 +179,55 @@ def new_owner() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
 
 
-def _write_atomic(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:6]}.tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
-
-
-@contextlib.contextmanager
-def _flock(path: Path) -> Iterator[None]:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a+") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
+LOCK_TTL = 30.0  # seconds a lock of the pipeline on the object store outlives a crashed holder
 
 
 class FlowControl:
-    """Control files of one pipeline's flows."""
+    """Control records of one pipeline's flows (see the module doc)."""
 
-    def __init__(self, directory: str | Path, pipeline: str, skew: timedelta = timedelta(seconds=60)) -> None:
-        if "://" in str(directory):
-            raise ValueError(
-                f"the control directory must be a local or shared POSIX path, not {directory}; "
-                "set LAKEHOUSE_CONTROL_DIR"
-            )
-        self.dir = Path(directory) / pipeline
+    def __init__(
+        self,
+        directory: str | Path,
+        pipeline: str,
+        skew: timedelta = timedelta(seconds=60),
+        local: Path | None = None,
+    ) -> None:
+        self.records = records_at(f"{str(directory).rstrip('/')}/{pipeline}")
         self.pipeline = pipeline
         self.skew = skew
+        # This host's own files (driver logs, a plan driver's output): the control directory
+        # itself when it is a (shared) POSIX one.
+        if isinstance(self.records, LocalRecords):
+            self.dir = self.records.dir
+        else:
+            self.dir = (local or Path(tempfile.gettempdir()) / "lakehouse-control") / pipeline
 
     @classmethod
     def of(cls, settings: Settings, pipeline: str) -> FlowControl:
-        """The control files of ``pipeline`` under the configured control directory."""
-        return cls(settings.control_path, pipeline, timedelta(seconds=settings.lease_skew_seconds))
+        """The control records of ``pipeline`` where the settings put them."""
+        return cls(
+            settings.control_path,
+            pipeline,
+            timedelta(seconds=settings.lease_skew_seconds),
+            local=settings.platform_dir / "control",
+        )
 
     @property
     def logs(self) -> Path:
         return self.dir / "logs"
 
-    def _file(self, flow: str, suffix: str) -> Path:
-        return self.dir / f"{flow}.{suffix}"
-
     def _read(self, flow: str, suffix: str) -> str | None:
-        try:
-            return self._file(flow, suffix).read_text()
-        except FileNotFoundError:
-            return None
+        return self.records.read(f"{flow}.{suffix}")
 
     def operations_lock(self) -> contextlib.AbstractContextManager[None]:
         """Held while deploying, restarting or stopping flows, so that a deploy, the monitor
         and a stop never act on the same flows at once."""
-        return _flock(self.dir / ".operations.lock")
+        return self.records.lock(".operations.lock", LOCK_TTL, self.skew)
 
-    @contextlib.contextmanager
-    def backfill_lock(self) -> Iterator[None]:
+    def backfill_lock(self) -> contextlib.AbstractContextManager[None]:
         """Held by a backfill: backfills of one pipeline run one after another (adjacent slices
         share the windows across their boundary), whether Airflow runs them in parallel or not."""
-        self.dir.mkdir(parents=True, exist_ok=True)
-        with open(self.dir / ".backfill.lock", "a+") as handle:
-            try:
-                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                log.info("waiting for another backfill of %s to finish", self.pipeline)
-                fcntl.flock(handle, fcntl.LOCK_EX)
-            try:
-                yield
-            finally:
-                fcntl.flock(handle, fcntl.LOCK_UN)
+        return self.records.lock(".backfill.lock", LOCK_TTL, self.skew)
 
     # ------------------------------------------------------------------ plans
     def record_plan(self, flows: list[dict[str, Any]], by: str, also: Path | None = None) -> dict[str, Any]:
@@ -244,17 +236,17 @@ class FlowControl:
         now = datetime.now(UTC).isoformat()
         record = {"pipeline": self.pipeline, "computed_at": now, "by": by, "flows": flows}
         text = json.dumps(record, indent=1)
-        for path in (self.dir / "plan.json", also):
-            if path is not None:
-                path.parent.mkdir(parents=True, exist_ok=True)
-                _write_atomic(path, text)
+        self.records.put("plan.json", text)
+        if also is not None:
+            objects.atomic_write(also, text)
         return record
 
     def latest_plan(self) -> dict[str, Any] | None:
         """The plan last computed for this pipeline (by a deploy or `lakehouse plan`), if any."""
         try:
-            return json.loads((self.dir / "plan.json").read_text())
-        except (FileNotFoundError, json.JSONDecodeError):
+            text = self.records.read("plan.json")
+            return json.loads(text) if text else None
+        except json.JSONDecodeError:
             return None
 
     # ------------------------------------------------------------------ quarantine replays
@@ -265,56 +257,65 @@ class FlowControl:
 
     def begin_replay(self, flow: str, intent: dict[str, object]) -> None:
         """Record a replay before its first commit, so that a crash is finished, not repeated."""
-        self.dir.mkdir(parents=True, exist_ok=True)
-        _write_atomic(self._file(flow, "replay"), json.dumps(intent))
+        self.records.put(f"{flow}.replay", json.dumps(intent))
 
     def end_replay(self, flow: str) -> None:
-        self._file(flow, "replay").unlink(missing_ok=True)
+        self.records.delete(f"{flow}.replay")
 
     # ------------------------------------------------------------------ leases
     def lease(self, flow: str) -> Lease | None:
-        text = self._read(flow, "lease")
-        try:
-            return Lease.from_json(text) if text else None
-        except (ValueError, KeyError, TypeError):
-            log.warning("ignoring unreadable lease of %s in %s", flow, self.dir)
-            return None
+        """The flow's lease, None when nobody holds it (an expired one is returned: see live)."""
+        return _lease_of(self._read(flow, "lease"))
 
     def acquire(self, flow: str, owner: str, ttl: float, trigger: str) -> Lease:
-        """Take the flow's lease, or raise :class:`LeaseHeld` naming the live holder."""
-        with _flock(self._file(flow, "lock")):
-            current = self.lease(flow)
+        """Take the flow's lease, or raise :class:`LeaseHeld` naming the live holder. Each grant
+        has the next epoch: a fencing token that tells a holder and its successor apart."""
+        me, jvm = Proc.of(os.getpid()), driver_jvm()
+        taken: list[Lease] = []
+
+        def take(text: str | None) -> str:
+            current = _lease_of(text)
             if current and current.owner != owner and current.live(skew=self.skew):
                 raise LeaseHeld(current)
             if current and current.owner != owner:
                 reason = "expired" if current.expired(skew=self.skew) else "its driver is gone"
                 log.info("taking over the lease of %s from %s (%s)", flow, current.owner, reason)
-            me, jvm, now = Proc.of(os.getpid()), driver_jvm(), times.now()
+            now = times.now()
             lease = Lease(
                 flow=flow, owner=owner, trigger=trigger, host=socket.gethostname(), pid=os.getpid(),
                 pid_start=me.start if me else None, jvm_pid=jvm.pid if jvm else None,
                 jvm_start=jvm.start if jvm else None, acquired_at=now, renewed_at=now,
-                expires_at=now + timedelta(seconds=ttl),
+                expires_at=now + timedelta(seconds=ttl), epoch=_epoch_of(text) + 1,
             )  # fmt: skip
-            _write_atomic(self._file(flow, "lease"), lease.to_json())
-            return lease
+            taken[:] = [lease]
+            return lease.to_json()
+
+        self.records.update(f"{flow}.lease", take)
+        return taken[0]
 
     def renew(self, flow: str, owner: str, ttl: float) -> Lease:
-        with _flock(self._file(flow, "lock")):
-            current = self.lease(flow)
+        renewed: list[Lease] = []
+
+        def extend(text: str | None) -> str:
+            current = _lease_of(text)
             if current is None or current.owner != owner:
                 holder = current.owner if current else "nobody"
                 raise LeaseLost(f"the lease of {flow!r} is now held by {holder}")
             now = times.now()
-            lease = replace(current, renewed_at=now, expires_at=now + timedelta(seconds=ttl))
-            _write_atomic(self._file(flow, "lease"), lease.to_json())
-            return lease
+            renewed[:] = [replace(current, renewed_at=now, expires_at=now + timedelta(seconds=ttl))]
+            return renewed[0].to_json()
+
+        self.records.update(f"{flow}.lease", extend)
+        return renewed[0]
 
     def release(self, flow: str, owner: str) -> None:
-        with _flock(self._file(flow, "lock")):
-            current = self.lease(flow)
-            if current is not None and current.owner == owner:
-                self._file(flow, "lease").unlink(missing_ok=True)
+        """Give the lease up; the record keeps its epoch, so the next grant's is higher."""
+
+        def give_up(text: str | None) -> str | None:
+            current = _lease_of(text)
+            return json.dumps({"epoch": current.epoch}) if current and current.owner == owner else None
+
+        self.records.update(f"{flow}.lease", give_up)
 
     def running(self, flow: str) -> Lease | None:
         """The flow's lease if a live driver holds it."""
@@ -323,23 +324,21 @@ class FlowControl:
 
     # ------------------------------------------------------------------ stop requests
     def request_stop(self, flow: str) -> None:
-        self.dir.mkdir(parents=True, exist_ok=True)
-        _write_atomic(self._file(flow, "stop"), times.now().isoformat())
+        self.records.put(f"{flow}.stop", times.now().isoformat())
 
     def stop_requested(self, flow: str) -> bool:
-        return self._file(flow, "stop").exists()
+        return self.records.exists(f"{flow}.stop")
 
     def clear_stop(self, flow: str) -> None:
-        self._file(flow, "stop").unlink(missing_ok=True)
+        self.records.delete(f"{flow}.stop")
 
     # ------------------------------------------------------------------ pause requests
     def request_pause(self, flow: str, owner: str, ttl: float) -> None:
         """Ask the flow's driver to pause it (see :class:`PauseRequest`); renew by calling again."""
-        self.dir.mkdir(parents=True, exist_ok=True)
         request = PauseRequest(
             flow, owner, socket.gethostname(), os.getpid(), times.now() + timedelta(seconds=ttl)
         )
-        _write_atomic(self._file(flow, "pause"), request.to_json())
+        self.records.put(f"{flow}.pause", request.to_json())
 
     def pause_requested(self, flow: str) -> PauseRequest | None:
         """The flow's pause request, while its backfill keeps it alive."""
@@ -357,61 +356,89 @@ class FlowControl:
     def lift_pause(self, flow: str, owner: str) -> None:
         text = self._read(flow, "pause")
         if text and PauseRequest.from_json(text).owner == owner:
-            self._file(flow, "pause").unlink(missing_ok=True)
+            self.records.delete(f"{flow}.pause")
 
     # ------------------------------------------------------------------ deployments
     def deploy(self, deployment: Deployment) -> None:
         """Record that the flow should run (and reset its restart budget)."""
-        self.dir.mkdir(parents=True, exist_ok=True)
-        _write_atomic(self._file(deployment.flow, "deployed"), deployment.to_json())
-        self._file(deployment.flow, "restarts").unlink(missing_ok=True)
+        self.records.put(f"{deployment.flow}.deployed", deployment.to_json())
+        self.records.delete(f"{deployment.flow}.restarts")
 
     def undeploy(self, flow: str) -> None:
-        self._file(flow, "deployed").unlink(missing_ok=True)
+        self.records.delete(f"{flow}.deployed")
 
     def deployment(self, flow: str) -> Deployment | None:
         text = self._read(flow, "deployed")
         try:
             return Deployment.from_json(text) if text else None
         except (ValueError, KeyError, TypeError):
-            log.warning("ignoring unreadable deployment of %s in %s", flow, self.dir)
+            log.warning("ignoring unreadable deployment of %s in %s", flow, self.records.location)
             return None
 
     # ------------------------------------------------------------------ restarts
     def record_restart(self, flow: str) -> None:
-        with _flock(self._file(flow, "lock")):
-            recent = [t.isoformat() for t in self.restarts(flow, since=times.now() - timedelta(days=1))]
-            _write_atomic(self._file(flow, "restarts"), json.dumps([*recent, times.now().isoformat()]))
+        def add(text: str | None) -> str:
+            since, now = times.now() - timedelta(days=1), times.now()
+            recent = [t for t in _times(text) if t >= since]
+            return json.dumps([t.isoformat() for t in [*recent, now]])
+
+        self.records.update(f"{flow}.restarts", add)
 
     def restarts(self, flow: str, since: datetime) -> list[datetime]:
-        text = self._read(flow, "restarts")
-        recorded = [datetime.fromisoformat(t) for t in json.loads(text)] if text else []
-        return [t for t in recorded if t >= since]
+        return [t for t in _times(self._read(flow, "restarts")) if t >= since]
 
     # ------------------------------------------------------------------ stale checks
     def note_stale(self, flow: str) -> int:
         """Count one more consecutive monitor check that found the flow stale; the count."""
-        with _flock(self._file(flow, "lock")):
+
+        def count_one(text: str | None) -> str:
             try:
-                count = int(self._read(flow, "stale") or "0") + 1
+                return str(int(text or "0") + 1)
             except ValueError:
-                count = 1
-            _write_atomic(self._file(flow, "stale"), str(count))
-        return count
+                return "1"
+
+        return int(self.records.update(f"{flow}.stale", count_one) or 1)
 
     def clear_stale(self, flow: str) -> None:
-        self._file(flow, "stale").unlink(missing_ok=True)
+        self.records.delete(f"{flow}.stale")
 
     # ------------------------------------------------------------------ table versions seen
     def swap_seen_version(self, flow: str, version: int) -> int | None:
         """Record the table version a monitor saw; return the one it saw before."""
-        with _flock(self._file(flow, "lock")):
+        seen: list[int | None] = [None]
+
+        def record(text: str | None) -> str:
             try:
-                previous: int | None = int(self._read(flow, "seen-version") or "")
+                seen[0] = int(text or "")
             except ValueError:
-                previous = None
-            _write_atomic(self._file(flow, "seen-version"), str(version))
-        return previous
+                seen[0] = None
+            return str(version)
+
+        self.records.update(f"{flow}.seen-version", record)
+        return seen[0]
+
+
+def _lease_of(text: str | None) -> Lease | None:
+    """A lease record's holder; None when free (never taken, or released: ``{"epoch": n}``)."""
+    if not text:
+        return None
+    try:
+        data = json.loads(text)
+        return Lease.from_json(text) if "owner" in data else None
+    except (ValueError, KeyError, TypeError):
+        log.warning("ignoring an unreadable lease record: %.200s", text)
+        return None
+
+
+def _epoch_of(text: str | None) -> int:
+    try:
+        return int(json.loads(text).get("epoch", 0)) if text else 0
+    except (ValueError, TypeError, AttributeError):
+        return 0
+
+
+def _times(text: str | None) -> list[datetime]:
+    return [datetime.fromisoformat(t) for t in json.loads(text)] if text else []
 
 
 class LeaseKeeper:
@@ -443,6 +470,9 @@ class LeaseKeeper:
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="lease-keeper", daemon=True)
+        self._renewed = time.monotonic()  # the last time every lease was renewed (or taken)
+        self._lost: str | None = None
+        _KEEPERS.add(self)
 
     def _start(self) -> None:
         if not self._thread.is_alive() and not self._stop.is_set():
@@ -455,6 +485,7 @@ class LeaseKeeper:
         returning why the others were skipped.
         """
         skipped: list[LeaseHeld] = []
+        self._renewed = time.monotonic()
         for flow in self.wanted:
             try:
                 self.control.acquire(flow, self.owner, self.ttl, self.trigger)
@@ -509,8 +540,42 @@ class LeaseKeeper:
                 self.control.lift_pause(name, self.owner)
             self.flows, self.pauses = [], []
         self._stop.set()
+        _KEEPERS.discard(self)
         if self._thread.is_alive() and self._thread is not threading.current_thread():
             self._thread.join(timeout=10)
+
+    def check(self) -> None:
+        """Raise :class:`LeaseLost` when this keeper's leases may belong to someone else. Past
+        2/3 ttl without a renewal (the process was frozen, the store unreachable), renew them
+        first: that succeeds only if nobody took them over meanwhile."""
+        if self._lost is not None:
+            raise LeaseLost(self._lost)
+        since = time.monotonic() - self._renewed
+        if not self.flows or since <= self.ttl * 2 / 3:
+            return
+        try:
+            self._renew_all()
+        except LeaseLost as exc:
+            self._fence(str(exc))
+            raise
+        except Exception as exc:
+            raise LeaseLost(
+                f"the leases of {', '.join(self.flows)} were last renewed {since:.0f} s ago "
+                f"(ttl {self.ttl:.0f} s) and cannot be renewed now ({exc}): not committing"
+            ) from exc
+
+    def _renew_all(self) -> None:
+        with self._lock:
+            for flow in self.flows:
+                self.control.renew(flow, self.owner, self.ttl)
+            for flow in self.pauses:
+                self.control.request_pause(flow, self.owner, self.ttl)
+        self._renewed = time.monotonic()
+
+    def _fence(self, reason: str) -> None:
+        if self._lost is None:  # once, whether the renewer or a commit found out
+            self._lost = reason
+            self.on_lost(reason)
 
     def _alive(self) -> str | None:
         jvm = driver_jvm()
@@ -519,30 +584,34 @@ class LeaseKeeper:
         return None
 
     def _run(self) -> None:
-        """Renew every ttl/3 (retrying each second after a failure); fence when the JVM is gone
-        or no renewal succeeded for 2/3 ttl."""
-        last_ok = time.monotonic()
+        """Renew every ttl/3 (retrying each second after a failure); fence when the JVM is gone,
+        a lease was taken over, or no renewal succeeded for 2/3 ttl."""
         while not self._stop.wait(1.0):
             if problem := self._alive():
-                self.on_lost(problem)
+                self._fence(problem)
                 return
-            if time.monotonic() - last_ok < self.ttl / 3:
+            if time.monotonic() - self._renewed < self.ttl / 3:
                 continue
             try:
-                with self._lock:
-                    for flow in self.flows:
-                        self.control.renew(flow, self.owner, self.ttl)
-                    for flow in self.pauses:
-                        self.control.request_pause(flow, self.owner, self.ttl)
-                last_ok = time.monotonic()
+                self._renew_all()
             except LeaseLost as exc:
-                self.on_lost(str(exc))
+                self._fence(str(exc))
                 return
             except Exception as exc:  # storage hiccup: retry until the fencing deadline
                 log.warning("lease renewal failed: %s", exc)
-                if time.monotonic() - last_ok > self.ttl * 2 / 3:
-                    self.on_lost(f"could not renew leases for {time.monotonic() - last_ok:.0f} s: {exc}")
+                if (since := time.monotonic() - self._renewed) > self.ttl * 2 / 3:
+                    self._fence(f"could not renew leases for {since:.0f} s: {exc}")
                     return
+
+
+_KEEPERS: weakref.WeakSet[LeaseKeeper] = weakref.WeakSet()
+
+
+def check_fences() -> None:
+    """Raise :class:`LeaseLost` if a lease keeper of this process is fenced: called before each
+    Delta commit (``lakehouse.delta``), so a driver that may have been replaced never commits."""
+    for keeper in list(_KEEPERS):
+        keeper.check()
 
 
 class DriverSignals:

@@ -1,8 +1,9 @@
-"""The lake's files without Spark: a local path, or an object on ``s3a://`` written with pyarrow's
-S3 client under the same S3A settings Spark and delta-rs use (``core.config.delta_rs_options``).
+"""The lake's files without Spark: a local path, or an object on ``s3a://`` written with obstore
+(the Python binding of the Rust ``object_store`` crate that delta-rs uses) under the same S3A
+settings Spark and delta-rs use (``core.config.delta_rs_options``).
 
-Generators, probes and reference data write here, so the same code lands files in a local lake
-and in one on object storage.
+Generators, probes, reference data and the control plane (``lakehouse.state.records``) write
+here, so the same code works on a local lake and on one on object storage.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import TYPE_CHECKING
 from lakehouse.core.config import delta_rs_options, settings
 
 if TYPE_CHECKING:
-    from pyarrow.fs import S3FileSystem
+    from obstore.store import S3Store
 
 S3A = "s3a://"
 
@@ -25,9 +26,10 @@ def atomic_write(path: Path | str, text: str | bytes) -> Path | str:
     place, on ``s3a://`` one PUT (an object appears whole or not at all)."""
     data = text.encode() if isinstance(text, str) else text
     if str(path).startswith(S3A):
+        import obstore
+
         bucket, key = split(str(path))
-        with s3(bucket).open_output_stream(f"{bucket}/{key}") as out:
-            out.write(data)
+        obstore.put(s3(bucket), key, data)
         return str(path)
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -43,11 +45,13 @@ def atomic_write(path: Path | str, text: str | bytes) -> Path | str:
 def read_text(path: Path | str) -> str | None:
     """The text of a file (a local path or ``s3a://``); ``None`` when there is none."""
     if str(path).startswith(S3A):
+        import obstore
+        from obstore.exceptions import NotFoundError
+
         bucket, key = split(str(path))
         try:
-            with s3(bucket).open_input_stream(f"{bucket}/{key}") as stream:
-                return bytes(stream.read()).decode()
-        except FileNotFoundError:
+            return bytes(obstore.get(s3(bucket), key).bytes()).decode()
+        except (NotFoundError, FileNotFoundError):
             return None
     return Path(path).read_text() if Path(path).is_file() else None
 
@@ -59,21 +63,12 @@ def split(uri: str) -> tuple[str, str]:
 
 
 @cache
-def s3(bucket: str) -> S3FileSystem:
-    """pyarrow's S3 client for ``bucket``, configured from this process's S3A settings (credentials
-    S3A does not name come from the environment or an instance role, as for delta-rs)."""
-    from pyarrow.fs import S3FileSystem
+def s3(bucket: str) -> S3Store:
+    """The S3 client of ``bucket``, configured from this process's S3A settings (credentials S3A
+    does not name come from the environment or an instance role, as for delta-rs). Conditional
+    writes (``If-None-Match``, ``If-Match``) are what ``lakehouse.state.records`` builds on."""
+    from obstore.store import S3Store
 
     options = delta_rs_options(settings().spark_settings(), bucket)
-    endpoint = options.get("AWS_ENDPOINT_URL")
-    return S3FileSystem(
-        access_key=options.get("AWS_ACCESS_KEY_ID"),
-        secret_key=options.get("AWS_SECRET_ACCESS_KEY"),
-        session_token=options.get("AWS_SESSION_TOKEN"),
-        region=options.get("AWS_REGION"),
-        endpoint_override=endpoint.split("://", 1)[1] if endpoint else None,
-        scheme=endpoint.split("://", 1)[0] if endpoint else "https",
-        force_virtual_addressing=options.get("AWS_VIRTUAL_HOSTED_STYLE_REQUEST") == "true",
-        allow_bucket_creation=False,
-        allow_bucket_deletion=False,
-    )
+    config = {key.lower(): value for key, value in options.items()}
+    return S3Store(bucket, config=config)  # type: ignore[arg-type]  # keys checked by obstore

@@ -36,11 +36,9 @@ WRITERS, COMMITS = 4, 8
 
 
 @pytest.fixture(scope="module")
-def store(tmp_path_factory: pytest.TempPathFactory):
-    started = ObjectStore.start(tmp_path_factory.mktemp("objectstore"))
-    started.create_bucket(BUCKET)
-    yield started
-    started.stop()
+def store(object_store: ObjectStore) -> ObjectStore:
+    object_store.create_bucket(BUCKET)
+    return object_store
 
 
 @pytest.fixture(scope="module")

@@ -11,10 +11,12 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+from deltalake import DeltaTable
 
 from lakehouse.core.processes import Proc
 from lakehouse.state.control import Deployment, DriverSignals, FlowControl, Lease, LeaseHeld, LeaseKeeper
@@ -257,3 +259,127 @@ def test_a_driver_pauses_for_a_backfill_and_takes_its_flow_back(control: FlowCon
     assert signals.resume(FLOW) and control.lease(FLOW).owner == driver.owner
     driver.close()
     assert control.lease(FLOW) is None and not lost.is_set()
+
+
+# A driver on a "host" of its own (a UTS namespace: its own hostname) with only the object store
+# in common: waits for the flow's lease, then commits one row per turn to a Delta table on the
+# store (delta-rs, conditional commits), asking ``check_fences`` before each, as every Delta
+# commit of the platform does; reports each commit after it landed. A "paced" driver commits once
+# per line on its stdin, so that the test freezes it between two commits, never in one.
+HOST_DRIVER = """
+import json, socket, sys, threading, time
+from datetime import timedelta
+import pyarrow as pa
+from deltalake import write_deltalake
+from lakehouse.core.config import delta_rs_options, settings
+from lakehouse.state.control import FlowControl, LeaseHeld, LeaseKeeper, LeaseLost, check_fences
+control_uri, table, ttl = sys.argv[1], sys.argv[2], float(sys.argv[3])
+options = delta_rs_options(settings().spark_settings(), table[len("s3a://"):].split("/")[0])
+host = socket.gethostname()
+say = lambda **event: print(json.dumps({"host": host, "at": time.time(), **event}), flush=True)
+control = FlowControl(control_uri, "iot", skew=timedelta(seconds=1))
+keeper = LeaseKeeper(control, [sys.argv[4]], "continuous", ttl, lambda reason: say(lost=reason))
+while True:
+    try:
+        keeper.acquire()
+        break
+    except LeaseHeld as exc:
+        say(held_by=exc.lease.host)
+        time.sleep(0.25)
+epoch = control.lease(sys.argv[4]).epoch
+say(acquired=epoch)
+paced = sys.argv[5] == "paced"
+for seq in range(10_000):
+    if paced and not sys.stdin.readline():
+        break
+    try:
+        check_fences()
+    except LeaseLost as exc:
+        say(fenced=str(exc))
+        break
+    row = pa.table({"host": [host], "epoch": [epoch], "seq": [seq]})
+    write_deltalake(table.replace("s3a://", "s3://"), row, mode="append", storage_options=options)
+    say(committed=seq)
+    if not paced:
+        time.sleep(0.3)
+"""
+
+
+def on_host(name: str, *args: str) -> subprocess.Popen:
+    """``HOST_DRIVER`` in a UTS namespace whose hostname is ``name`` (same network: the store)."""
+    return subprocess.Popen(
+        ["unshare", "--uts", "sh", "-c", 'hostname "$0" && exec "$@"', name, sys.executable, "-c", HOST_DRIVER,
+         *args],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+
+
+def events(process: subprocess.Popen, until: Callable[[dict], bool], timeout: float) -> list[dict]:
+    """``process``'s reports until one satisfies ``until`` (which is included)."""
+    seen: list[dict] = []
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        line = process.stdout.readline()
+        assert line, f"the driver ended early: {seen}"
+        seen.append(json.loads(line))
+        if until(seen[-1]):
+            return seen
+    raise AssertionError(f"no such report within {timeout} s: {seen[-5:]}")
+
+
+def test_two_hosts_sharing_only_the_store_one_runs_the_flow_and_a_frozen_holder_never_commits_again(
+    s3a_env, tmp_path: Path
+) -> None:
+    """Host A holds the flow and commits; host B waits (held by A). A is frozen with SIGSTOP:
+    B takes the flow over within ttl + skew and commits with a higher epoch. A, resumed after
+    its lease passed to B, commits nothing more: its next commit is refused by ``check_fences``.
+    The table holds exactly the rows each host reported committed (the drivers' own record)."""
+    bucket = s3a_env("two-hosts")
+    control_uri, table, ttl = f"{bucket}/{tmp_path.name}/control", f"{bucket}/{tmp_path.name}/table", 3.0
+    a = on_host("host-a", control_uri, table, str(ttl), FLOW, "paced")
+    b = None
+
+    def go() -> None:  # let A commit once more
+        a.stdin.write("go\n")
+        a.stdin.flush()
+
+    try:
+        before = events(a, lambda e: "acquired" in e, timeout=60)
+        for seq in range(3):
+            go()
+            before += events(a, lambda e, seq=seq: e.get("committed") == seq, timeout=60)
+        b = on_host("host-b", control_uri, table, str(ttl), FLOW, "free")
+        assert events(b, lambda e: "held_by" in e, timeout=60)[-1]["held_by"] == "host-a"
+        go()  # A's next commit waits for the test: freezing A now never stops it mid-commit
+        before += events(a, lambda e: e.get("committed") == 3, timeout=60)
+        os.kill(a.pid, signal.SIGSTOP)
+        frozen_at = time.time()
+        taken = events(b, lambda e: "acquired" in e, timeout=30)[-1]
+        assert taken["at"] - frozen_at <= ttl + 1 + 4  # ttl, the skew margin, polling, a loaded machine
+        assert taken["acquired"] > next(e["acquired"] for e in before if "acquired" in e)  # the next epoch
+        after = events(b, lambda e: e.get("committed") == 2, timeout=30)
+        go()
+        os.kill(a.pid, signal.SIGCONT)
+        resumed = events(a, lambda e: "fenced" in e, timeout=30)
+        assert not [e for e in resumed if "committed" in e], "the frozen holder committed after it resumed"
+        after += events(b, lambda e: e.get("committed") == 5, timeout=30)  # B runs on, alone
+    finally:
+        for process in (a, b):
+            if process is not None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(process.pid, signal.SIGCONT)
+                    process.kill()
+                process.wait(timeout=10)
+    committed = sorted((e["host"], e["committed"]) for e in [*before, *resumed, *after] if "committed" in e)
+    rows = DeltaTable(table.replace("s3a://", "s3://"), storage_options=options_of(table)).to_pyarrow_table()
+    assert sorted(zip(rows["host"].to_pylist(), rows["seq"].to_pylist(), strict=True)) == committed
+    epochs = {host: set() for host in ("host-a", "host-b")}
+    for host, epoch in zip(rows["host"].to_pylist(), rows["epoch"].to_pylist(), strict=True):
+        epochs[host].add(epoch)
+    assert max(epochs["host-a"]) < min(epochs["host-b"])
+
+
+def options_of(table: str) -> dict[str, str]:
+    from lakehouse.core.config import delta_rs_options, settings
+
+    return delta_rs_options(settings().spark_settings(), table[len("s3a://") :].split("/")[0])
