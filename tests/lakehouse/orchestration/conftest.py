@@ -17,12 +17,15 @@ from typing import Any
 
 import pytest
 
+from lakehouse import registry
+from lakehouse.core.lake import Lake
 from lakehouse.state.control import FlowControl
 
 REPO = Path(__file__).resolve().parents[3]
 BIN = Path(sys.executable).parent
 RUN_DAG = Path(__file__).with_name("run_dag.py")
 MARKER = "DAG-TEST-RESULT "
+STACK_BUCKET = "stack-lake"
 
 
 def airflow_env(home: Path) -> dict[str, str]:
@@ -76,15 +79,30 @@ def run_dag(
     return DagRunResult(data["state"], data["interval"], data["tasks"], output)
 
 
+# Control planes on the object store a test's topology uses (``topology``), for ``reap_drivers``.
+STORE_CONTROLS: list[str] = []
+
+
 @pytest.fixture
 def reap_drivers(cli_env: dict[str, str]):
-    """Kill, at teardown, every driver still holding a lease in this test's lake."""
+    """Kill, at teardown, every driver still holding a lease in this test's lake (or, for a lake
+    on the object store, one of the iot pipeline's leases)."""
     yield
     control_root = Path(cli_env["LAKEHOUSE_ROOT"]) / "control"
-    for pipeline in control_root.glob("*"):
-        control = FlowControl(control_root, pipeline.name)
-        for lease_file in pipeline.glob("*.lease"):
-            lease = control.lease(lease_file.name.removesuffix(".lease"))
+    controls = [
+        (
+            FlowControl(control_root, pipeline.name),
+            [f.name.removesuffix(".lease") for f in pipeline.glob("*.lease")],
+        )
+        for pipeline in control_root.glob("*")
+    ]
+    controls += [
+        (FlowControl(root, "iot"), registry.get("pipelines", "iot").table_names) for root in STORE_CONTROLS
+    ]
+    STORE_CONTROLS.clear()
+    for control, flows in controls:
+        for flow in flows:
+            lease = control.lease(flow)
             if lease and lease.live():
                 with contextlib.suppress(ProcessLookupError):
                     if lease.jvm_pid:  # launched detached: the JVM leads its own process group
@@ -121,6 +139,19 @@ class Topology:
     name: str
     env: dict[str, str]
     spark_master_ui: int | None = None
+    store: Path | None = None  # the object store's data directory, when the lake is on it
+
+    @property
+    def lake(self) -> Lake:
+        return Lake(self.env["LAKEHOUSE_ROOT"])
+
+    def local(self, path: str) -> str:
+        """Where ``path`` of the lake is on this machine's disk: for a lake on the object store,
+        the file S3Proxy keeps for the object (what a test watches or reads as its truth; the
+        platform itself reads through S3)."""
+        if self.store is None or not path.startswith("s3a://"):
+            return path
+        return str(self.store / path.removeprefix("s3a://"))
 
     def cluster_apps(self) -> list[dict[str, Any]]:
         """Applications running on the Spark standalone cluster (none embedded)."""
@@ -133,20 +164,27 @@ class Topology:
 
 @pytest.fixture(params=["embedded", "stack"])
 def topology(request: pytest.FixtureRequest, dag_env: dict[str, str]) -> Topology:
-    """``embedded``: SQLite, drivers on ``local[2]``. ``stack``: the production topology, natively:
-    Airflow's metadata on Postgres, ``spark_default`` -> the Spark standalone master."""
+    """``embedded``: SQLite, drivers on ``local[2]``, the lake and the control plane on local disk.
+    ``stack``: the production topology, natively: Airflow's metadata on Postgres, ``spark_default``
+    -> the Spark standalone master, the lake and the control plane on the object store (S3Proxy)."""
     if request.param == "embedded":
         return Topology("embedded", dag_env)
     stack = request.getfixturevalue("stack")
+    store = request.getfixturevalue("object_store")
+    bucket = request.getfixturevalue("s3a_env")(STACK_BUCKET)  # this process reads the lake too
+    root = f"{bucket}/{Path(dag_env['LAKEHOUSE_ROOT']).parent.name}/lake"
+    STORE_CONTROLS.append(f"{root}/control")
     env = {
         **dag_env,
+        "LAKEHOUSE_ROOT": root,
+        "LAKEHOUSE_SPARK_CONF": os.environ["LAKEHOUSE_SPARK_CONF"],  # S3A settings of the bucket
         "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": request.getfixturevalue("stack_airflow_db"),
         "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps(
             {"conn_type": "spark", "host": "spark://127.0.0.1", "port": stack.port["spark_master"]}
         ),
         "LAKEHOUSE_SPARK_PROPERTIES_FILE": str(stack.spark_properties),  # the cluster's shared secret
     }
-    return Topology("stack", env, stack.port["spark_master_ui"])
+    return Topology("stack", env, stack.port["spark_master_ui"], store.home / "data")
 
 
 @pytest.fixture

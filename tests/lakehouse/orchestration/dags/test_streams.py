@@ -73,8 +73,8 @@ def test_deploy_monitor_kill_restart_stop(
     topology, topology_run, iot: Pipeline, poll, reap_drivers, truth_of_landing
 ) -> None:
     airflow_run = topology_run
-    lake = Lake(topology.env["LAKEHOUSE_ROOT"])
-    control = FlowControl(Path(lake.root) / "control", "iot")
+    lake = topology.lake
+    control = FlowControl(f"{lake.root}/control", "iot")
     landed = {"lines": 0, "ids": set()}
     began = time.monotonic()
 
@@ -86,8 +86,8 @@ def test_deploy_monitor_kill_restart_stop(
         landed["lines"] += summary.lines
         landed["ids"] |= set(summary.event_ids)
 
-    watched = [lake.table(n) for n in ("bronze.device_events", "silver.device_events", "gold.device_type_stats",
-                                         "gold.device_status", "quarantine.gold_device_anomaly_scores")]  # fmt: skip
+    watched = [topology.local(lake.table(n)) for n in ("bronze.device_events", "silver.device_events",
+               "gold.device_type_stats", "gold.device_status", "quarantine.gold_device_anomaly_scores")]  # fmt: skip
 
     def caught_up() -> bool:
         """Every landed line in bronze, every event in silver and counted in gold."""
@@ -182,7 +182,7 @@ def test_deploy_monitor_kill_restart_stop(
     assert_exactly_once()
     progress = read_table(lake.table("ops.stream_progress"))
     assert set(progress.filter(pl.col("event") == "terminated")["flow"]) == set(FLOWS)
-    assert_gold_is_the_truth(lake, truth_of_landing(lake))
+    assert_gold_is_the_truth(lake, truth_of_landing(Lake(topology.local(lake.root))))
 
 
 def test_the_monitor_fails_and_alerts_when_a_flow_is_out_of_restarts(
