@@ -111,8 +111,9 @@ stack-down: ## Stop exactly what `make stack-up` started
 	@if [ -x $(BIN)/python ]; then $(BIN)/python -P -m lakehouse.platform.stack down; fi
 
 N ?= 100
-stress: bootstrap ## Fault-injection run of N random steps (kills, restarts, backfills, late data); prints figures
-	$(BIN)/python bench/stress.py --steps $(N)
+STORE ?=
+stress: bootstrap ## Fault-injection run of N random steps (kills, restarts, backfills, late data); STORE=1: the lake on an object store
+	$(BIN)/python bench/stress.py --steps $(N) $(if $(STORE),--store)
 
 bench: bootstrap ## YSB-style benchmark (platform vs plain PySpark, backfill), freshness per layer, checks beside live streams, idle flows' cost, batch cost as tables grow, CDC changes/s, model metrics and scoring cost, the lake on an object store (bench/results/)
 	$(BIN)/python bench/ysb.py

@@ -20,7 +20,11 @@ quarantine; every valid event id exactly once in silver, except events that came
 restored them); every rejected event once in silver's quarantine; each gold table equal to a
 batch recompute from silver.
 
-Usage: ``.venv/bin/python bench/stress.py --steps 100 [--seed 7]`` (``make stress N=100``).
+With ``--store`` the lake and the control plane live on an S3-compatible server (S3Proxy on
+127.0.0.1, started for the run): every kill, restart and backfill then goes through S3A, the
+conditional Delta log store and the control records on the store.
+
+Usage: ``.venv/bin/python bench/stress.py --steps 100 [--seed 7] [--store]`` (``make stress N=100``).
 """
 
 from __future__ import annotations
@@ -47,9 +51,12 @@ from lakehouse.core.lake import Lake
 from lakehouse.monitoring.ops_tables import read_table
 from lakehouse.plan.generators import Landing
 from lakehouse.spec import Upsert, quarantine_name
+from lakehouse.state import objects
 from pipelines.iot.generator import device_name, generate, registry_csv
 
 if TYPE_CHECKING:
+    from collections.abc import Iterator
+
     from pyspark.sql import SparkSession
 
     from lakehouse.spec import Pipeline
@@ -136,8 +143,8 @@ class Driver:
     def in_flight(self) -> bool:
         """A micro-batch has logged its offsets but not its commit (it is computing or writing)."""
         for flow in self.flows:
-            root = Path(self.lake.checkpoint("iot", flow))
-            offsets, commits = _last(root / "offsets"), _last(root / "commits")
+            root = self.lake.checkpoint("iot", flow)
+            offsets, commits = _last(f"{root}/offsets"), _last(f"{root}/commits")
             if offsets is not None and offsets != commits:
                 return True
         return False
@@ -153,9 +160,9 @@ class Driver:
         return "\n".join(path.read_text(errors="replace").splitlines()[-lines:]) if path.exists() else ""
 
 
-def _last(directory: Path) -> int | None:
-    numbers = [int(p.name) for p in directory.glob("*") if p.name.isdigit()] if directory.exists() else []
-    return max(numbers, default=None)
+def _last(directory: str) -> int | None:
+    """The highest numbered file of a checkpoint's log (local or on the store)."""
+    return max((int(name) for name in objects.names(directory) if name.isdigit()), default=None)
 
 
 def _ids(lake: Lake, table: str) -> list[str]:
@@ -170,13 +177,13 @@ def _height(lake: Lake, table: str) -> int:
 class Script:
     """The state of one stress run: what was landed, and the oracle of what the tables must hold."""
 
-    def __init__(self, spark: SparkSession, lake: Lake, seed: int, events_per_hour: int) -> None:
+    def __init__(self, spark: SparkSession, lake: Lake, seed: int, events_per_hour: int, logs: Path) -> None:
         self.spark, self.lake, self.rng = spark, lake, random.Random(seed)
         self.pipeline: Pipeline = registry.get("pipelines", "iot")
         self.landing = Landing(lake, self.pipeline)
         self.events_per_hour = events_per_hour
         self.figures = Figures(seed=seed)
-        self.driver = Driver(lake, tuple(self.pipeline.table_names), Path(lake.root) / "driver-logs")
+        self.driver = Driver(lake, tuple(self.pipeline.table_names), logs)
         self.hours = 0
         self.latest = START
         self.valid: set[str] = set()
@@ -306,11 +313,11 @@ class Script:
     def _versions(self) -> tuple[str, ...]:
         """The last commit file of every table the stream writes."""
         tables = (BRONZE, quarantine_name(BRONZE), SILVER, *GOLD)
-        return tuple(max((p.name for p in Path(self.lake.table(t), "_delta_log").glob("*.json")), default="")
-                     for t in tables)  # fmt: skip
+        return tuple(max((n for n in objects.names(f"{self.lake.table(t)}/_delta_log") if n.endswith(".json")),
+                         default="") for t in tables)  # fmt: skip
 
     def _commits(self) -> tuple[int | None, ...]:
-        return tuple(_last(Path(self.lake.checkpoint("iot", f)) / "commits") for f in self.driver.flows)
+        return tuple(_last(f"{self.lake.checkpoint('iot', f)}/commits") for f in self.driver.flows)
 
     # ------------------------------------------------------------------ the run
     def applicable(self) -> dict[str, int]:
@@ -424,15 +431,36 @@ def gold_differences(spark: SparkSession, lake: Lake, pipeline: Pipeline) -> lis
 
 
 def stress(spark: SparkSession, root: str, steps: int, seed: int, events_per_hour: int = 150,
-           progress: bool = False) -> Figures:  # fmt: skip
-    """One stress run in a fresh lake under ``root``; the driver is always stopped at the end."""
-    script = Script(spark, Lake(root), seed, events_per_hour)
+           progress: bool = False, logs: Path | None = None) -> Figures:  # fmt: skip
+    """One stress run in a fresh lake under ``root``; the driver is always stopped at the end.
+    ``logs``: where the drivers' logs go (default ``<root>/driver-logs``, for a local root)."""
+    script = Script(spark, Lake(root), seed, events_per_hour, logs or Path(root) / "driver-logs")
     try:
         return script.run(steps, progress)
     finally:
         if script.driver.alive:
             script.driver.kill()
         script.join_backfill()
+
+
+@contextlib.contextmanager
+def object_store_lake(home: Path) -> Iterator[str]:
+    """A lake on a fresh S3Proxy: this process and the drivers it starts get the bucket's S3A
+    settings (``LAKEHOUSE_SPARK_CONF``); yields the lake's root."""
+    from lakehouse.core.config import settings
+    from lakehouse.platform.objectstore import ObjectStore
+
+    store = ObjectStore.start(home)
+    try:
+        bucket = store.create_bucket("stress")
+        conf = {**json.loads(os.environ.get("LAKEHOUSE_SPARK_CONF", "{}")), **store.spark_conf("stress")}
+        os.environ["LAKEHOUSE_SPARK_CONF"] = json.dumps(conf)
+        settings.cache_clear()
+        objects.s3.cache_clear()
+        print(f"the lake on the object store {store.endpoint}: {bucket}/lake", flush=True)
+        yield f"{bucket}/lake"
+    finally:
+        store.stop()
 
 
 def main() -> None:
@@ -443,19 +471,35 @@ def main() -> None:
     )
     parser.add_argument("--events-per-hour", type=int, default=300, help="events per landed hour of traffic")
     parser.add_argument(
-        "--out", type=Path, default=REPO / "bench" / "results" / "stress.json",
-        help="where the figures are written (JSON), beside the other benchmarks' results",
+        "--out", type=Path, default=None,
+        help="where the figures are written (JSON; default bench/results/stress.json, or "
+        "stress-objectstore.json with --store), beside the other benchmarks' results",
+    )  # fmt: skip
+    parser.add_argument(
+        "--store", action="store_true",
+        help="put the lake and the control plane on an S3-compatible server (S3Proxy, started for the run)",
     )  # fmt: skip
     args = parser.parse_args()
+    args.out = args.out or REPO / "bench" / "results" / (
+        "stress-objectstore.json" if args.store else "stress.json"
+    )
     from lakehouse.core.config import Settings
     from lakehouse.state.session import spark_session
 
-    with tempfile.TemporaryDirectory(prefix="lakehouse-stress-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="lakehouse-stress-") as tmp, contextlib.ExitStack() as running:
+        root = f"{tmp}/lake"
+        if args.store:
+            root = running.enter_context(object_store_lake(Path(tmp) / "objectstore"))
         settings = Settings(root=f"{tmp}/spark", spark_master="local[2]", shuffle_partitions=2, spark_ui=False,
-                            spark_log_level="ERROR")  # fmt: skip
+                            spark_log_level="ERROR", s3a_connector=args.store)  # fmt: skip
         spark = spark_session(settings, app_name="lakehouse-stress")
-        figures = stress(spark, f"{tmp}/lake", args.steps, args.seed, args.events_per_hour, progress=True)
-    data: dict[str, Any] = asdict(figures)
+        figures = stress(spark, root, args.steps, args.seed, args.events_per_hour, progress=True,
+                         logs=Path(tmp) / "driver-logs")  # fmt: skip
+        spark.stop()
+    data: dict[str, Any] = {
+        "lake": "object store (S3Proxy)" if args.store else "local disk",
+        **asdict(figures),
+    }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(
         json.dumps({"measured_at": datetime.now(UTC).isoformat(timespec="seconds"), **data}, indent=2) + "\n"

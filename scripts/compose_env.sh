@@ -18,6 +18,9 @@ AIRFLOW_ADMIN_PASSWORD=$(secret)
 AIRFLOW_FERNET_KEY=$(fernet)
 AIRFLOW_JWT_SECRET=$(secret)
 AIRFLOW_API_SECRET_KEY=$(secret)
+# The object store's credentials (S3Proxy; the lake's S3A settings name them)
+S3_ACCESS_KEY=$(secret)
+S3_SECRET_KEY=$(secret)
 # Host ports (bound to 127.0.0.1 only) and cluster size
 AIRFLOW_PORT=8080
 SPARK_UI_PORT=8081

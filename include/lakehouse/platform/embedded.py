@@ -135,7 +135,7 @@ def stop_drivers(conf: Settings, timeout: float = DRIVER_STOP_TIMEOUT) -> list[s
                 lines.append(f"{name}: {exc}; their drivers are killed with the services")
                 continue
             lines += [
-                f"{name} {flow}: {message} (still deployed: resumes after make up)"
+                f"{name} {flow}: {message} (still deployed: resumes at the next start)"
                 for flow, message in messages.items()
             ]
     return lines

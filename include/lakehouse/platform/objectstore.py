@@ -47,6 +47,56 @@ def s3proxy_jar() -> Path:
     return found[-1]
 
 
+def write_config(home: Path, port: int, access_key: str, secret_key: str) -> Path:
+    """S3Proxy's configuration (mode 0600: it holds the credentials) serving ``<home>/data`` on
+    127.0.0.1:``port``; each directory of ``<home>/data`` is a bucket."""
+    (home / "data").mkdir(parents=True, exist_ok=True)
+    conf = home / "s3proxy.conf"
+    conf.touch(mode=0o600)
+    conf.chmod(0o600)
+    conf.write_text(
+        f"s3proxy.endpoint=http://127.0.0.1:{port}\n"
+        "s3proxy.authorization=aws-v2-or-v4\n"
+        f"s3proxy.identity={access_key}\n"
+        f"s3proxy.credential={secret_key}\n"
+        "jclouds.provider=filesystem\n"
+        f"jclouds.filesystem.basedir={home / 'data'}\n"
+    )
+    return conf
+
+
+def s3proxy_command(conf: Path) -> list[str]:
+    """The server's command line: a small heap, no optimizing JIT (it serves small requests)."""
+    return ["java", "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
+            "-jar", str(s3proxy_jar()), "--properties", str(conf)]  # fmt: skip
+
+
+def answers(endpoint: str) -> bool:
+    """Whether the server answers HTTP (an anonymous request gets 403: it is up)."""
+    try:
+        urllib.request.urlopen(endpoint + "/", timeout=2)  # our own loopback URL
+    except urllib.error.HTTPError:
+        return True
+    except OSError:
+        return False
+    return True
+
+
+def hadoop_conf(bucket: str, endpoint: str, access_key: str, secret_key: str) -> dict[str, str]:
+    """S3A settings for ``bucket`` on an S3-compatible server at ``endpoint`` (per bucket: other
+    buckets keep theirs)."""
+    prefix = f"fs.s3a.bucket.{bucket}."
+    return {
+        prefix + "endpoint": endpoint,
+        prefix + "endpoint.region": REGION,
+        prefix + "path.style.access": "true",
+        prefix + "connection.ssl.enabled": "false",
+        prefix + "access.key": access_key,
+        prefix + "secret.key": secret_key,
+        prefix + "aws.credentials.provider": "org.apache.hadoop.fs.s3a.SimpleAWSCredentialsProvider",
+    }
+
+
 @dataclass
 class ObjectStore:
     """A running S3Proxy: where it keeps everything (``home``), its port and credentials."""
@@ -69,22 +119,11 @@ class ObjectStore:
         (home / "data").mkdir(exist_ok=True)
         port = port or free_port()
         access_key, secret_key = f"lake-{secrets.token_hex(4)}", secrets.token_urlsafe(24)
-        conf = home / "s3proxy.conf"
-        conf.write_text(
-            f"s3proxy.endpoint=http://127.0.0.1:{port}\n"
-            "s3proxy.authorization=aws-v2-or-v4\n"
-            f"s3proxy.identity={access_key}\n"
-            f"s3proxy.credential={secret_key}\n"
-            "jclouds.provider=filesystem\n"
-            f"jclouds.filesystem.basedir={home / 'data'}\n"
-        )
-        conf.chmod(0o600)
+        conf = write_config(home, port, access_key, secret_key)
         with (home / "s3proxy.log").open("ab") as log:
             process = subprocess.Popen(
-                ["java", "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
-                 "-jar", str(s3proxy_jar()), "--properties", str(conf)],
-                stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-            )  # fmt: skip
+                s3proxy_command(conf), stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+            )
         store = cls(home, port, access_key, secret_key, process.pid)
         (home / "store.json").write_text(json.dumps(store.__dict__, default=str))
         (home / "store.json").chmod(0o600)
@@ -106,14 +145,7 @@ class ObjectStore:
         return cls(Path(state["home"]), state["port"], state["access_key"], state["secret_key"], state["pid"])
 
     def answers(self) -> bool:
-        """Whether S3Proxy answers HTTP (an anonymous request gets 403: it is up)."""
-        try:
-            urllib.request.urlopen(self.endpoint + "/", timeout=2)  # our own loopback URL
-        except urllib.error.HTTPError:
-            return True
-        except OSError:
-            return False
-        return True
+        return answers(self.endpoint)
 
     def stop(self, timeout: float = 20) -> None:
         """Stop S3Proxy (its process group); the data stays in ``<home>/data``."""
@@ -139,16 +171,7 @@ class ObjectStore:
 
     def hadoop_conf(self, bucket: str) -> dict[str, str]:
         """S3A settings for ``bucket`` on this store (per bucket: other buckets keep theirs)."""
-        prefix = f"fs.s3a.bucket.{bucket}."
-        return {
-            prefix + "endpoint": self.endpoint,
-            prefix + "endpoint.region": REGION,
-            prefix + "path.style.access": "true",
-            prefix + "connection.ssl.enabled": "false",
-            prefix + "access.key": self.access_key,
-            prefix + "secret.key": self.secret_key,
-            prefix + "aws.credentials.provider": "org.apache.hadoop.fs.s3a.SimpleAWSCredentialsProvider",
-        }
+        return hadoop_conf(bucket, self.endpoint, self.access_key, self.secret_key)
 
     def spark_conf(self, bucket: str) -> dict[str, str]:
         """:meth:`hadoop_conf` as Spark settings (``LAKEHOUSE_SPARK_CONF``)."""

@@ -3,6 +3,9 @@
 The same services as ``docker-compose.yml``, as plain processes on 127.0.0.1 (each compose
 service names its twin here, checked by tests/lakehouse/platform/test_compose.py):
 
+- ``object-store``: S3Proxy (``lakehouse.platform.objectstore``) with generated credentials: the
+  lake (landing, tables, checkpoints, ops, quality, models) and the control plane live on it, at
+  ``s3a://lake/lake``, unless ``LAKEHOUSE_ROOT`` names another place;
 - ``postgres``: PostgreSQL from Debian packages, Airflow's metadata database;
 - ``kafka``: an Apache Kafka broker in KRaft mode (broker + controller, no ZooKeeper), from
   Kafka's jars on Maven Central (``scripts/kafka/pom.xml``, copied into ``.jars/kafka``);
@@ -45,6 +48,8 @@ from kafka import KafkaAdminClient
 from kafka.errors import KafkaError
 
 from lakehouse.core.config import PROJECT_ROOT, Settings, settings
+from lakehouse.platform.embedded import stop_drivers
+from lakehouse.platform.objectstore import answers, hadoop_conf, s3proxy_command, write_config
 from lakehouse.platform.services import (
     BIN,
     Platform,
@@ -66,6 +71,7 @@ KAFKA_POM = PROJECT_ROOT / "scripts" / "kafka" / "pom.xml"
 KAFKA_JARS = PROJECT_ROOT / ".jars" / "kafka"
 INSTALL_POSTGRES = PROJECT_ROOT / "scripts" / "install_postgres.sh"
 PORT_NAMES = (
+    "object_store",
     "postgres",
     "kafka",
     "kafka_controller",
@@ -79,6 +85,7 @@ PORT_NAMES = (
     "trigger_logs",
 )
 SERVICE_PORTS = {
+    "object-store": ("object_store",),
     "postgres": ("postgres",),
     "kafka": ("kafka", "kafka_controller"),
     "spark-master": ("spark_master", "spark_master_ui"),
@@ -87,6 +94,7 @@ SERVICE_PORTS = {
     "sql-server": ("sql",),
 }
 AIRFLOW_DB = "airflow"
+LAKE_BUCKET = "lake"  # the stack's lake: s3a://lake/lake on its object store
 POSTGRES_OS_USER = "postgres"
 WORKER_CORES = int(os.environ.get("LAKEHOUSE_STACK_WORKER_CORES", "2"))
 WORKER_MEMORY = os.environ.get("LAKEHOUSE_STACK_WORKER_MEMORY", "2g")
@@ -164,9 +172,10 @@ class Stack(Platform):
     def ports(self, fresh: bool = False) -> dict[str, int]:
         """Free ports chosen at the first ``up`` and kept (``ports.json``): tests read them here."""
         path = self.dir / "ports.json"
-        if fresh or not path.exists():
+        known = {} if fresh or not path.exists() else json.loads(path.read_text())
+        if missing := [name for name in PORT_NAMES if name not in known]:  # new services get theirs
             path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(json.dumps({name: free_port() for name in PORT_NAMES}, indent=2))
+            path.write_text(json.dumps({**known, **{name: free_port() for name in missing}}, indent=2))
         return json.loads(path.read_text())
 
     def secret(self, name: str) -> str:
@@ -187,20 +196,34 @@ class Stack(Platform):
 
     @property
     def spark_properties(self) -> Path:
-        """Spark's shared secret (``spark.authenticate``): the master, its workers and every
-        driver read it from this file (never on a command line)."""
-        return write_secret(
-            self.dir / "secrets" / "spark-auth.properties",
-            f"spark.authenticate true\nspark.authenticate.secret {self.secret('spark')}\n",
-        )
+        """Spark's shared secret (``spark.authenticate``) and the S3A settings of the lake's bucket
+        on the stack's object store: the master, its workers, every driver and the platform's
+        delta-rs and obstore clients read them from this file (never on a command line)."""
+        s3a = hadoop_conf(LAKE_BUCKET, self.object_store_endpoint, *self.object_store_keys)
+        lines = ["spark.authenticate true", f"spark.authenticate.secret {self.secret('spark')}"]
+        lines += [f"spark.hadoop.{key} {value}" for key, value in sorted(s3a.items())]
+        return write_secret(self.dir / "secrets" / "spark-auth.properties", "\n".join(lines) + "\n")
+
+    @property
+    def object_store_endpoint(self) -> str:
+        return f"http://127.0.0.1:{self.port['object_store']}"
+
+    @property
+    def object_store_keys(self) -> tuple[str, str]:
+        """The object store's generated access key and secret key."""
+        return f"lake-{self.secret('s3_access')[:10]}", self.secret("s3_secret")
 
     @classmethod
     def open(cls, conf: Settings) -> Stack:
         """The stack of ``conf.stack_dir``: its ports and Kafka in the settings every service gets."""
         ports = cls(conf).ports()
+        # The lake and the control plane live on the stack's object store, unless LAKEHOUSE_ROOT says
+        # otherwise (tests give each their own lake and start the engines alone).
+        lake = {} if "root" in conf.model_fields_set else {"root": f"s3a://{LAKE_BUCKET}/lake"}
         return cls(
             conf.model_copy(
                 update={
+                    **lake,
                     "platform_dir": conf.stack_dir,
                     "airflow_port": ports["airflow"],
                     "serve_port": ports["sql"],
@@ -247,6 +270,9 @@ class Stack(Platform):
         self.dir.mkdir(parents=True, exist_ok=True)
         self.password()
         self.analyst_password()
+        if "object-store" in names:
+            write_config(self.dir / "objectstore", self.port["object_store"], *self.object_store_keys)
+            (self.dir / "objectstore" / "data" / LAKE_BUCKET).mkdir(exist_ok=True)
         if "kafka" in names:
             self._prepare_kafka()
         if "postgres" in names:
@@ -337,6 +363,10 @@ class Stack(Platform):
 
 
 # --------------------------------------------------------------------------- services
+
+
+def _object_store_ready(stack: Stack) -> str | None:
+    return None if answers(stack.object_store_endpoint) else "not answering yet"
 
 
 def _postgres_command(stack: Stack) -> list[str]:
@@ -434,6 +464,15 @@ def _banner(stack: Stack) -> str:
 
 
 SERVICES: list[Service] = [
+    Service(
+        "object-store",
+        lambda stack: s3proxy_command(stack.dir / "objectstore" / "s3proxy.conf"),
+        _object_store_ready,  # type: ignore[arg-type]
+        lambda stack: (
+            f"object store {stack.object_store_endpoint} (S3; keys in {stack.dir}/secrets.json), "
+            f"the lake at {stack.conf.root}"
+        ),
+    ),
     Service("postgres", _postgres_command, _postgres_ready),  # type: ignore[arg-type]
     Service("kafka", _kafka_command, _kafka_ready),  # type: ignore[arg-type]
     Service("spark-master", _master_command, _master_ready, _banner),  # type: ignore[arg-type]
@@ -496,7 +535,13 @@ def up(stack: Stack, services: list[Service], timeout: float = 600) -> None:
 
 
 def down(stack: Stack) -> None:
+    """Stop the deployed flows gracefully (they stay deployed), then every service."""
     print(f"Stopping the stack (state in {stack.dir}):", flush=True)
+    if stack.running("airflow") is not None or stack.running("object-store") is not None:
+        for line in stop_drivers(
+            stack.conf.model_copy(update={"spark_properties_file": stack.spark_properties})
+        ):
+            print(f"  {line}", flush=True)
     for service in reversed(SERVICES):
         stack.stop(service.name)
     print("Stopped.")
@@ -513,6 +558,10 @@ def main() -> int:
     if args.command == "up":
         up(stack, select(args.only))
     elif args.command == "down":
+        # The platform's clients of the lake (the control records, delta-rs) read its S3A settings
+        # from this process's settings: the stack's, as every service of it has them.
+        os.environ.update({k: v for k, v in stack.env().items() if k.startswith("LAKEHOUSE_")})
+        settings.cache_clear()
         down(stack)
     elif args.command == "status":
         return report(stack, SERVICES)

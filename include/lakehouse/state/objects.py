@@ -56,6 +56,21 @@ def read_text(path: Path | str) -> str | None:
     return Path(path).read_text() if Path(path).is_file() else None
 
 
+def names(directory: Path | str) -> list[str]:
+    """The names of the files directly in a directory (a local path or an ``s3a://`` prefix),
+    sorted; empty when there is none."""
+    if str(directory).startswith(S3A):
+        import obstore
+
+        bucket, prefix = split(str(directory).rstrip("/"))
+        listed = obstore.list_with_delimiter(s3(bucket), f"{prefix}/" if prefix else None)
+        return sorted(meta["path"].rsplit("/", 1)[-1] for meta in listed["objects"])
+    try:
+        return sorted(entry.name for entry in os.scandir(directory) if entry.is_file())
+    except FileNotFoundError:
+        return []
+
+
 def split(uri: str) -> tuple[str, str]:
     """``s3a://bucket/key`` as ``(bucket, key)``."""
     bucket, _, key = uri[len(S3A) :].partition("/")

@@ -4,6 +4,7 @@ every service mapped to its native twin in ``lakehouse.platform.stack`` (which t
 
 from __future__ import annotations
 
+import json
 import re
 import stat
 import subprocess
@@ -63,7 +64,9 @@ def test_the_issue_s_services_are_there() -> None:
         "airflow-triggerer",
     }
     assert (
-        airflow | {"postgres", "kafka", "spark-master", "spark-worker", "thrift-server", "generator"} <= names
+        airflow
+        | {"object-store", "postgres", "kafka", "spark-master", "spark-worker", "thrift-server", "generator"}
+        <= names
     )
     executor = {environment(services()[n]).get("AIRFLOW__CORE__EXECUTOR") for n in airflow}
     assert executor == {"LocalExecutor"}
@@ -73,8 +76,15 @@ def test_the_issue_s_services_are_there() -> None:
     )
     spark = environment(services()["airflow-scheduler"])["AIRFLOW_CONN_SPARK_DEFAULT"]
     assert '"spark://spark-master"' in spark and "7077" in spark
-    for name in ("spark-worker", "airflow-scheduler", "thrift-server", "generator"):  # one shared lake
-        assert "lake:/lake" in services()[name]["volumes"], name
+    for name in ("airflow-scheduler", "thrift-server", "generator"):  # one lake, on the object store
+        env = environment(services()[name])
+        assert env["LAKEHOUSE_ROOT"] == "s3a://lake/lake", name
+        s3a = json.loads(env["LAKEHOUSE_SPARK_CONF"])
+        assert s3a["spark.hadoop.fs.s3a.bucket.lake.endpoint"] == "http://object-store:9000", name
+        assert (
+            s3a["spark.hadoop.fs.s3a.bucket.lake.secret.key"]
+            == "${S3_SECRET_KEY:?run scripts/compose_env.sh}"
+        )
 
 
 def test_each_service_maps_to_its_native_twin() -> None:

@@ -29,6 +29,13 @@ def test_stack_state_names_every_port(tmp_path: Path) -> None:
     for secret in (stack.database_secret, stack.spark_properties, tmp_path / "env.sh"):
         assert secret.stat().st_mode & 0o777 == 0o600, secret
     assert f"LAKEHOUSE_KAFKA_BOOTSTRAP_SERVERS='127.0.0.1:{ports['kafka']}'" in env
+    # the lake and the control plane on the stack's object store; its keys only in the properties file
+    assert "LAKEHOUSE_ROOT='s3a://lake/lake'" in env
+    properties = stack.spark_properties.read_text()
+    assert f"spark.hadoop.fs.s3a.bucket.lake.endpoint http://127.0.0.1:{ports['object_store']}" in properties
+    access, secret = stack.object_store_keys
+    assert f"spark.hadoop.fs.s3a.bucket.lake.secret.key {secret}" in properties
+    assert access not in env and secret not in env
     assert {s.name for s in SERVICES} >= {"postgres", "kafka", "spark-master", "spark-worker", "airflow"}
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from lakehouse.state.objects import atomic_write, read_text, split
+from lakehouse.state.objects import atomic_write, names, read_text, split
 
 
 def test_a_local_file_is_written_whole_and_leaves_no_temporary(tmp_path: Path) -> None:
@@ -20,3 +20,13 @@ def test_a_local_file_is_written_whole_and_leaves_no_temporary(tmp_path: Path) -
 def test_an_s3a_uri_splits_into_bucket_and_key() -> None:
     assert split("s3a://my-bucket/lake/landing/iot/x.json") == ("my-bucket", "lake/landing/iot/x.json")
     assert split("s3a://my-bucket") == ("my-bucket", "")
+
+
+def test_the_files_of_a_directory_are_named_locally_and_on_the_store(tmp_path: Path, s3a_env) -> None:
+    """Files only (no subdirectories), sorted; nothing for a directory that does not exist."""
+    for root in (str(tmp_path), s3a_env("objects-test") + f"/{tmp_path.name}"):
+        assert names(f"{root}/offsets") == []
+        for name in ("2", "10", "1"):
+            atomic_write(f"{root}/offsets/{name}", name)
+        atomic_write(f"{root}/offsets/nested/3", "3")
+        assert names(f"{root}/offsets") == ["1", "10", "2"], root
