@@ -28,10 +28,10 @@ import json
 import random
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from lakehouse.plan.generators import atomic_write, chunks, iso, time_range
+from lakehouse.state.objects import read_text
 from pipelines.crm.constants import COUNTRIES, ORDER_STATUSES, SEGMENTS
 
 if TYPE_CHECKING:
@@ -70,15 +70,16 @@ class Database:
     open_versions: dict[int, dict[str, Any]] = field(default_factory=dict)
 
     @classmethod
-    def load(cls, path: Path) -> Database:
-        if not path.exists():
+    def load(cls, path: str) -> Database:
+        text = read_text(path)  # a local lake or one on the object store
+        if text is None:
             return cls()
-        data = json.loads(path.read_text())
+        data = json.loads(text)
         for name in ("customers", "orders", "open_versions"):
             data[name] = {int(k): v for k, v in data[name].items()}
         return cls(**data)
 
-    def save(self, path: Path) -> None:
+    def save(self, path: str) -> None:
         atomic_write(path, json.dumps(asdict(self)))
 
 
@@ -140,7 +141,7 @@ def generate(
     rng = random.Random(seed)
     delivery = random.Random(seed * 7919 + 1)  # arrival order: independent of what is committed
     start, end = time_range(start, end, timedelta(hours=1))
-    state_path = Path(landing.lake.landing(landing.pipeline.name, ".database.json"))
+    state_path = landing.lake.landing(landing.pipeline.name, ".database.json")
     db = Database.load(state_path)
     db.clock_ms = max(db.clock_ms, _millis(start))
     summary = Summary()
