@@ -20,12 +20,14 @@ A lease is taken only when absent, released, held by processes that are provably
 host; neither the Python driver nor its JVM runs any more, checked by pid and start time), or
 expired: on this host by its own clock, and held from another host by more than a clock-skew
 margin (``LAKEHOUSE_LEASE_SKEW_SECONDS``), since the two hosts' clocks may disagree. Every
-read-modify-write of a record is a compare-and-swap (``flock`` locally, ``If-Match`` on the
-store), and each grant of a lease has the next epoch.
+read-modify-write of a record is a compare-and-swap (``flock`` locally, on the store the create
+of the record's next version with ``If-None-Match``: ``lakehouse.state.records``), and each grant
+of a lease has the next epoch.
 
 Fencing: a driver that cannot renew stops its queries at ``2/3 ttl`` after its last renewal,
 before the lease can expire, so a successor never overlaps it; and every Delta commit first asks
-:func:`check_fences`, which refuses once that deadline has passed on the monotonic clock. So a
+:func:`check_fences`: once that deadline has passed on the monotonic clock it renews first, and
+refuses the commit if another driver took the lease meanwhile. So a
 driver frozen (SIGSTOP, a VM pause, a long GC) past its lease and then resumed never commits
 again: its first commit attempt raises :class:`LeaseLost`.
 
