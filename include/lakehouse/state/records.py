@@ -3,9 +3,9 @@ local (or shared POSIX) directory or under an ``s3a://`` prefix, so that hosts w
 the object store still agree on who runs what.
 
 A record is a short text. :meth:`Records.update` reads one, computes the next text and writes it
-only if nobody wrote in between, retrying otherwise: locally under ``flock``, on the store as a
-PUT with ``If-None-Match: *`` (create) or ``If-Match: <ETag>`` (replace), which S3, MinIO and
-S3Proxy refuse with 412 when the condition fails. Every read-modify-write of a lease, a restart
+only if nobody wrote in between, retrying otherwise: locally under ``flock``, on the store as the
+create (``If-None-Match: *``) of the record's next version, which S3, MinIO and S3Proxy refuse
+with 412 when another writer created it first. Every read-modify-write of a lease, a restart
 budget or a counter is therefore atomic with nothing else in common.
 
 :meth:`Records.lock` is a mutex: ``flock`` locally (the kernel frees it whatever crashes), and on
@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import hashlib
+import itertools
 import json
 import logging
 import os
@@ -38,6 +39,10 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
 
 log = logging.getLogger("lakehouse.state.records")
+
+
+class WriteInDoubt(RuntimeError):
+    """A conditional write whose outcome cannot be known (see :class:`StoreRecords`)."""
 
 
 @dataclass(frozen=True)
@@ -202,25 +207,32 @@ class StoreRecords(Records):
     A conditional replace is the create of the next version, so it needs only that creates are
     atomic: S3 and the stores delta-rs and Delta commit to guarantee it, while ``If-Match``
     replaces are not atomic everywhere (S3Proxy 4.1 checks and writes in two steps: 4 processes
-    updating one object lost 3 of 60 increments). Versions older than the previous one are
-    deleted as newer ones land."""
+    updating one object lost 3 of 60 increments).
 
-    def __init__(self, uri: str) -> None:
+    Old versions are deleted only once superseded for ``retention`` seconds (by the store's
+    clock), and version 0 never: a deleted version can be created again by a writer still holding
+    the tag before it, which would then believe it replaced the current text (deleting every
+    version but the newest two at once lost 1 of 60 increments in CI). Such a refill needs more
+    than ``retention`` between the writer's read and its write; a write later than
+    ``retention / 2`` after its read is checked (:meth:`_check_landed`)."""
+
+    def __init__(self, uri: str, retention: float = 300.0) -> None:
         self.location = uri.rstrip("/")
         self.bucket, prefix = objects.split(self.location)
         self.prefix = f"{prefix}/" if prefix else ""
+        self.retention = retention
 
-    def _versions(self, name: str) -> list[int]:
+    def _listing(self, name: str) -> dict[int, datetime]:
+        """Every version of ``name`` and when the store wrote it."""
         import obstore
 
         folder = f"{self.prefix}{name}/"
-        found = [
-            int(meta["path"][len(folder) :])
+        return {
+            int(meta["path"][len(folder) :]): meta["last_modified"]
             for batch in obstore.list(objects.s3(self.bucket), folder, chunk_size=1000)
             for meta in batch
             if meta["path"][len(folder) :].isdigit()
-        ]
-        return sorted(found)
+        }
 
     def _key(self, name: str, version: int) -> str:
         return f"{self.prefix}{name}/{version:020d}"
@@ -229,36 +241,61 @@ class StoreRecords(Records):
         import obstore
         from obstore.exceptions import NotFoundError
 
-        for _ in range(100):  # the newest version can be cleaned up under us: list again
-            versions = self._versions(name)
+        for _ in range(100):  # a version can be cleaned up between the LIST and the GET: list again
+            read_at = time.monotonic()
+            versions = self._listing(name)
             if not versions:
                 return None
+            newest = max(versions)
             try:
-                body = bytes(obstore.get(objects.s3(self.bucket), self._key(name, versions[-1])).bytes())
+                body = bytes(obstore.get(objects.s3(self.bucket), self._key(name, newest)).bytes())
             except (NotFoundError, FileNotFoundError):
                 continue
             text = body.decode()
-            return Versioned(text[1:] if text.startswith("=") else None, str(versions[-1]))
+            return Versioned(text[1:] if text.startswith("=") else None, f"{newest}@{read_at:.3f}")
         raise RuntimeError(f"{self.location}/{name}: its versions keep disappearing")
 
     def write_if(self, name: str, text: str | None, tag: str | None) -> bool:
         import obstore
         from obstore.exceptions import AlreadyExistsError, PreconditionError
 
-        version = int(tag) + 1 if tag is not None else 0
+        previous, _, read_at = tag.partition("@") if tag is not None else ("", "", "")
+        version = int(previous) + 1 if tag is not None else 0
         body = f"={text}" if text is not None else "-"
         try:
             obstore.put(objects.s3(self.bucket), self._key(name, version), body.encode(), mode="create")
         except (AlreadyExistsError, PreconditionError, FileExistsError):
             return False
-        if version >= 2:  # keep the previous version for readers that just listed it
-            self._clean(name, below=version - 1)
+        if read_at and time.monotonic() - float(read_at) >= self.retention / 2:
+            self._check_landed(name, version)
+        if version % 8 == 0:
+            self._clean(name)
         return True
 
-    def _clean(self, name: str, below: int) -> None:
+    def _check_landed(self, name: str, version: int) -> None:
+        """After a write from a read older than ``retention / 2`` (a process frozen in between):
+        the version just created may refill a hole left by a cleanup, below the current one.
+        If it is the newest, it extended the log; otherwise nobody can tell any more."""
+        newest = max(self._listing(name), default=version)
+        if newest != version:
+            raise WriteInDoubt(
+                f"{self.location}/{name}: version {version} was written {self.retention / 2:.0f} s or more "
+                f"after it was read and version {newest} exists: it may never have been current"
+            )
+
+    def _clean(self, name: str) -> None:
+        """Delete the versions superseded more than ``retention`` ago, keeping the newest two and
+        the first (so that creating a record that never existed can never refill a hole)."""
         import obstore
 
-        stale = [self._key(name, v) for v in self._versions(name) if v < below]
+        versions = self._listing(name)
+        ordered = sorted(versions)
+        now = versions[ordered[-1]]
+        stale = [
+            self._key(name, old)
+            for old, successor in itertools.pairwise(ordered[:-1])
+            if old > 0 and versions[successor] < now - timedelta(seconds=self.retention)
+        ]
         with contextlib.suppress(Exception):  # leftovers cost a LIST entry, never correctness
             if stale:
                 obstore.delete(objects.s3(self.bucket), stale)

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from lakehouse.state.records import LocalRecords, Records, StoreRecords, records_at
+from lakehouse.state.records import LocalRecords, Records, StoreRecords, WriteInDoubt, records_at
 
 PROCESSES, INCREMENTS = 4, 15
 
@@ -104,3 +104,26 @@ def test_a_lock_of_a_crashed_holder_on_the_store_expires(s3a_env, tmp_path: Path
         assert f":{os.getpid()}:" in (records.read("mutex") or "")
     assert time.monotonic() - started > 1
     assert records.read("mutex") == "{}"  # released
+
+
+def test_a_write_from_a_stale_read_never_refills_a_cleaned_version(s3a_env, tmp_path: Path) -> None:
+    """A writer frozen between its read and its write must not create a version that a cleanup
+    deleted meanwhile: it would believe it replaced the current text (an increment lost)."""
+    records = StoreRecords(s3a_env("records-test") + f"/{tmp_path.name}", retention=1.0)
+    records.put("counter", "0")  # version 0
+    stale = records.get("counter")
+    assert stale is not None
+    for value in (1, 2):
+        records.put("counter", str(value))
+    time.sleep(2.5)  # versions 1 and 2 now superseded for longer than the retention
+    for value in range(3, 9):  # version 8 cleans up: version 1 goes (version 0 and 7, 8 stay)
+        records.put("counter", str(value))
+    with pytest.raises(WriteInDoubt, match="version 1 was written"):
+        records.write_if("counter", "stale", stale.tag)  # refills version 1
+    assert records.read("counter") == "8"
+    fresh = records.get("counter")
+    assert fresh is not None
+    time.sleep(0.6)  # older than retention / 2, but nothing was written since: it extends the log
+    assert records.write_if("counter", "9", fresh.tag)
+    assert not records.write_if("counter", "late", fresh.tag)
+    assert records.read("counter") == "9"
