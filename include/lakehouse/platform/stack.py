@@ -537,7 +537,8 @@ def up(stack: Stack, services: list[Service], timeout: float = 600) -> None:
 def down(stack: Stack) -> None:
     """Stop the deployed flows gracefully (they stay deployed), then every service."""
     print(f"Stopping the stack (state in {stack.dir}):", flush=True)
-    if stack.running("airflow") is not None or stack.running("object-store") is not None:
+    on_store = str(stack.conf.root).startswith("s3a://")
+    if not on_store or stack.running("object-store") is not None:  # the lake (and its leases) reachable
         for line in stop_drivers(
             stack.conf.model_copy(update={"spark_properties_file": stack.spark_properties})
         ):
