@@ -5,7 +5,7 @@ The root app composes one plain Typer app per area (``kit`` holds what they shar
 =============  =============================================================
 ``pipelines``  validate, generate, status, show
 ``runs``       run, backfill
-``operate``    deploy, stop, health (what the stream DAGs do)
+``operate``    plan, deploy, stop, health, logs (what the stream DAGs do)
 ``quality``    quality (table checks, Data Docs)
 ``maintain``   maintain (OPTIMIZE, VACUUM, size report)
 ``models``     train, models (versions, aliases, promote)

@@ -1,4 +1,4 @@
-"""``lakehouse plan / deploy / stop / health``: the stream DAGs' operations from a shell.
+"""``lakehouse plan / deploy / stop / health / logs``: the stream DAGs' operations from a shell.
 
 Each command calls exactly what the corresponding Airflow task calls
 (:mod:`lakehouse.orchestration.operations`). Drivers are submitted through the Airflow
@@ -15,6 +15,7 @@ import typer
 
 from lakehouse.cli.kit import (
     PipelineArgument,
+    UserError,
     commands,
     console,
     load_pipeline,
@@ -112,6 +113,31 @@ def health(
         raise typer.Exit(1)
 
 
+def logs(
+    pipeline: PipelineArgument,
+    name: Annotated[
+        str | None, typer.Option("--name", "-n", help="The log to print (default the newest).")
+    ] = None,
+    lines: Annotated[int, typer.Option(help="How many of its last lines to print.")] = 40,
+) -> None:
+    """List the pipeline's driver logs, from this host and (with the lake on an object store)
+    from every host, and print the last lines of the newest or of --name."""
+    from lakehouse.state.driver_logs import driver_logs
+
+    load_pipeline(pipeline)
+    found = driver_logs(FlowControl.of(settings(), pipeline))
+    if not found:
+        console.print(f"{pipeline}: no driver logs yet (drivers start with `lakehouse deploy {pipeline}`)")
+        return
+    for item in found:
+        console.print(item.location, highlight=False, soft_wrap=True)
+    chosen = next((item for item in found if item.name == name), None) if name else found[-1]
+    if chosen is None:
+        raise UserError(f"no driver log named {name!r} for {pipeline}; the names are listed above")
+    console.print(f"\n[bold]last {lines} lines of {chosen.name}[/bold]")
+    console.print(chosen.tail(lines), highlight=False, markup=False, soft_wrap=True)
+
+
 def plan(
     pipeline: PipelineArgument,
     flow: FlowOption = None,
@@ -170,4 +196,4 @@ def plan(
     console.print(view)
 
 
-commands(app, deploy, stop, health, plan)
+commands(app, deploy, stop, health, logs, plan)

@@ -7,6 +7,7 @@ Both run in this process, as a Spark driver (Airflow submits the same commands w
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import signal
 import threading
@@ -33,6 +34,7 @@ from lakehouse.core.lake import Lake
 from lakehouse.core.times import utc
 from lakehouse.slices import ALL_TIME, Slice
 from lakehouse.state.control import DriverSignals, FlowControl, LeaseHeld, LeaseKeeper
+from lakehouse.state.driver_logs import LogShipper
 from lakehouse.state.session import spark_session
 
 if TYPE_CHECKING:
@@ -100,21 +102,24 @@ def run(
     if not tables:
         return
 
+    # a continuous driver's log, copied to the store for hosts that share only the store
+    shipper = LogShipper(control) if trigger is not TriggerChoice.incremental else contextlib.nullcontext()
     try:
-        spark = spark_session(conf, app_name=f"lakehouse-{pipeline}-{trigger.value}")
-        with StreamRunner(spark, Lake.from_settings(conf), spec) as runner:
-            if trigger is TriggerChoice.incremental:
-                runs = runner.run_incremental(tables)
-            else:
-                for sig in (signal.SIGTERM, signal.SIGINT):
-                    signal.signal(sig, lambda *_: stop.set())
-                log.info(
-                    "running %d flow(s) continuously; Ctrl-C, SIGTERM or `lakehouse stop %s` stops them",
-                    len(tables),
-                    pipeline,
-                )
-                signals = DriverSignals(control, keeper, interrupted=stop, lost=lost)
-                runs = runner.run_continuous(tables, interval or conf.trigger_interval, signals)
+        with shipper:
+            spark = spark_session(conf, app_name=f"lakehouse-{pipeline}-{trigger.value}")
+            with StreamRunner(spark, Lake.from_settings(conf), spec) as runner:
+                if trigger is TriggerChoice.incremental:
+                    runs = runner.run_incremental(tables)
+                else:
+                    for sig in (signal.SIGTERM, signal.SIGINT):
+                        signal.signal(sig, lambda *_: stop.set())
+                    log.info(
+                        "running %d flow(s) continuously; Ctrl-C, SIGTERM or `lakehouse stop %s` stops them",
+                        len(tables),
+                        pipeline,
+                    )
+                    signals = DriverSignals(control, keeper, interrupted=stop, lost=lost)
+                    runs = runner.run_continuous(tables, interval or conf.trigger_interval, signals)
     finally:
         keeper.release()
     if lost.is_set():

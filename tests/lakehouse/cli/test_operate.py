@@ -106,3 +106,18 @@ def test_deploy_refuses_a_flow_whose_upstream_table_does_not_exist(control: Flow
 def test_deploy_rejects_a_bad_interval_before_launching(control: FlowControl) -> None:
     code, output = invoke("deploy", "iot", "--interval", "soon")
     assert code == 2 and "'soon' is not a duration" in output, output
+
+
+def test_logs_without_any_driver_and_of_an_unknown_pipeline(control: FlowControl) -> None:
+    code, output = invoke("logs", "--help")
+    assert code == 0 and "--lines" in output and "every host" in output, output
+    code, output = invoke("logs", "iot")
+    assert code == 0 and "no driver logs yet" in output and "lakehouse deploy iot" in output, output
+    control.logs.mkdir(parents=True)
+    (control.logs / "gold.device_status-20261129T130000000000.log").write_text("one\ntwo\n")
+    code, output = invoke("logs", "iot", "--name", "nope.log")
+    assert code != 0 and "no driver log named 'nope.log'" in output, output
+    code, output = invoke("logs", "iot", "--lines", "1")
+    assert code == 0 and output.endswith("two"), output
+    code, output = invoke("logs", "nope")
+    assert code != 0 and "nope" in output, output
