@@ -25,6 +25,7 @@ from airflow.sdk.exceptions import AirflowNotFoundException
 
 from lakehouse.core.config import PROJECT_ROOT, Settings
 from lakehouse.core.errors import OperationFailed
+from lakehouse.state.driver_logs import DRIVER_LOG_VARIABLE
 from lakehouse.state.session import jar_globs, spark_conf
 
 DRIVER = PROJECT_ROOT / "jobs" / "driver.py"
@@ -162,7 +163,8 @@ def launch_detached(
     log_file = log_dir / f"{name}-{datetime.now(UTC):%Y%m%dT%H%M%S%f}.log"
     with open(log_file, "ab") as out:
         process = subprocess.Popen(
-            command, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, env=env,
+            command, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+            env={**env, DRIVER_LOG_VARIABLE: str(log_file)},
             cwd=PROJECT_ROOT, start_new_session=True,
         )  # fmt: skip
     if nice > 0:  # no autogroups (another OS, or the kernel has them off): the process's nice is all

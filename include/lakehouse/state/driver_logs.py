@@ -54,10 +54,15 @@ def shared_logs(control: FlowControl) -> str | None:
     return None
 
 
+DRIVER_LOG_VARIABLE = "LAKEHOUSE_DRIVER_LOG"  # set by the launcher: spark-submit pipes the output
+
+
 def own_log_file() -> Path | None:
-    """The file this process's standard output goes to (a launched driver's log), if any."""
+    """This driver's log: the file its launcher named (``launch_detached``) or, started by hand,
+    the file its standard output goes to; None when there is none on this host."""
+    named = os.environ.get(DRIVER_LOG_VARIABLE)
     try:
-        target = Path(os.readlink("/proc/self/fd/1"))
+        target = Path(named) if named else Path(os.readlink("/proc/self/fd/1"))
     except OSError:
         return None
     return target if target.is_file() else None

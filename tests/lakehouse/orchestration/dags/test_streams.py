@@ -28,6 +28,7 @@ from lakehouse.monitoring.ops_tables import read_table
 from lakehouse.plan.generators import Landing
 from lakehouse.spec import Pipeline
 from lakehouse.state.control import Deployment, FlowControl
+from lakehouse.state.driver_logs import driver_logs, shared_logs
 from pipelines.iot.generator import Summary, generate
 
 ANSWER = Path(__file__).parents[1] / "answer_hitl.py"
@@ -180,6 +181,9 @@ def test_deploy_monitor_kill_restart_stop(
     assert all(control.lease(flow) is None and control.deployment(flow) is None for flow in FLOWS)
     poll(lambda: not Proc(jvm_pid, None).alive() and not Proc(python_pid, None).alive(), 60, "exit")
     assert_exactly_once()
+    if topology.name == "stack":  # a host that shares only the store reads the driver's log there
+        shipped = [item for item in driver_logs(control) if item.where == shared_logs(control)]
+        assert len(shipped) == 1 and "running 5 flow(s) continuously" in shipped[0].tail(10**6), shipped
     progress = read_table(lake.table("ops.stream_progress"))
     assert set(progress.filter(pl.col("event") == "terminated")["flow"]) == set(FLOWS)
     assert_gold_is_the_truth(lake, truth_of_landing(Lake(topology.local(lake.root))))
