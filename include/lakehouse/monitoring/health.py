@@ -7,7 +7,8 @@ state        meaning                                            monitor does
 ===========  =================================================  ==========================
 stopped      not deployed, no driver                            nothing
 healthy      driver alive, heartbeat within the freshness limit  report figures
-starting     driver alive, no heartbeat yet (grace period)       report
+starting     driver alive, no heartbeat yet (grace period), or   report
+             deployed moments ago, its driver not yet up
 incremental  an availableNow run holds the flow                 report
 paused       a backfill holds the flow (its driver waits)        report
 dead         deployed but no live driver                         restart from checkpoint
@@ -35,6 +36,7 @@ STATES: tuple[State, ...] = (
 )  # fmt: skip
 FAILED_STATES = ("stale", "failing", "exhausted")
 STARTUP_GRACE = timedelta(minutes=3)
+LAUNCH_GRACE = timedelta(minutes=2)  # from a deploy to its driver holding the lease (spark-submit)
 ERRORS_TO_FAIL = 3
 
 
@@ -67,6 +69,7 @@ def evaluate(
     now: datetime,
     figures: dict[str, Any] | None = None,
     skew: timedelta = timedelta(0),
+    deployed_at: datetime | None = None,
 ) -> FlowHealth:
     """Decide a flow's state (see the module table). ``recent_errors`` and ``restarts_used``
     count since the flow was deployed, within the last hour."""
@@ -88,6 +91,12 @@ def evaluate(
                 f"budget {restart_budget}); fix the cause (see its driver log), then deploy it again",
                 figures,
             )  # fmt: skip
+        launching = lease is None or (deployed_at is not None and lease.acquired_at < deployed_at)
+        if deployed_at is not None and now - deployed_at <= LAUNCH_GRACE and launching:
+            ago = (now - deployed_at).total_seconds()
+            return FlowHealth(
+                flow, "starting", f"deployed {ago:.0f} s ago; its driver is being launched", figures
+            )
         reason = "no driver holds its lease" if lease is None else (
             "lease expired" if lease.expired(now) else f"driver process {lease.pid} on {lease.host} is gone"
         )  # fmt: skip

@@ -426,6 +426,7 @@ def health(
             evaluate(
                 table.name,
                 deployed=deployment is not None,
+                deployed_at=deployment.deployed_at if deployment else None,
                 lease=control.lease(table.name),
                 heartbeat=row.get("heartbeat"),
                 recent_errors=_errors(history, table.name, since),

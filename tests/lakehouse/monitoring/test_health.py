@@ -49,6 +49,17 @@ def state(**overrides) -> tuple[str, str]:
         ({"lease": lease(alive=False)}, "dead", "is gone"),
         ({"lease": lease(alive=True, ttl=-1)}, "dead", "lease expired"),
         ({"lease": None, "restarts_used": 3}, "exhausted", "restart budget is used (3 restarts"),
+        (
+            {"lease": None, "deployed_at": NOW - timedelta(seconds=12)},
+            "starting",
+            "deployed 12 s ago; its driver is",
+        ),
+        (
+            {"lease": lease(alive=False), "deployed_at": NOW - timedelta(seconds=3)},
+            "starting",
+            "being launched",
+        ),
+        ({"lease": None, "deployed_at": NOW - timedelta(minutes=3)}, "dead", "no driver holds its lease"),
         ({"heartbeat": None, "lease": lease(alive=True, age=timedelta(minutes=1))}, "starting", "started"),
         ({"heartbeat": None}, "stale", "no progress since it started 1800 s ago"),
         ({"heartbeat": NOW - timedelta(minutes=11)}, "stale", "beyond the freshness limit of 600 s"),

@@ -235,7 +235,8 @@ def test_starting_flows_are_those_started_without_progress_yet_or_just_deployed_
     lines = operations.starting_flows(conf, [iot])
 
     assert [line.split(":")[0] for line in lines] == [f"iot {bronze}", f"iot {silver}"], lines
-    assert "dead" in lines[0] and "starting" in lines[1]
+    assert "starting (deployed" in lines[0] and "its driver is being launched" in lines[0], lines
+    assert "starting (driver started" in lines[1], lines
     # stats is healthy; status was deployed 20 minutes ago (a down flow, not a starting one);
     # the others are not deployed. Once bronze's and silver's drivers report, nothing is starting.
     control.acquire(bronze, "driver", ttl=60, trigger="continuous")
