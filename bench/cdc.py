@@ -72,14 +72,16 @@ def main() -> None:
     landing = Path(Landing(lake, crm).source_dir(CUSTOMERS))
     landing.mkdir(parents=True)
     seconds = Counter()
+    per_wave: dict[str, list[float]] = {name: [] for name in FLOWS}
     with StreamRunner(spark, lake, crm) as runner:
         for wave, file in enumerate(files, 1):
             shutil.copy2(file, landing / file.name)
             for table in crm.select(FLOWS):
                 began = time.monotonic()
                 runner.run_incremental([table])
-                seconds[table.name] += time.monotonic() - began
-            print(f"wave {wave}/{len(files)}: " + ", ".join(f"{t} {s:.0f} s" for t, s in seconds.items()))
+                per_wave[table.name].append(time.monotonic() - began)
+                seconds[table.name] += per_wave[table.name][-1]
+            print(f"wave {wave}/{len(files)}: " + ", ".join(f"{t} {per_wave[t][-1]:.1f} s" for t in FLOWS))
 
     history = spark.read.format("delta").load(lake.table("silver.customer_history"))
     got = Counter(
@@ -123,6 +125,7 @@ def main() -> None:
         "history_matches_generator": history_ok,
         "current_state_matches_generator": state_ok,
         "stream_seconds": {k: round(v, 1) for k, v in seconds.items()},
+        "wave_seconds": {k: [round(s, 2) for s in v] for k, v in per_wave.items()},
         "backfill_seconds": {k: round(v, 1) for k, v in backfill_seconds.items()},
         "stream_changes_per_s_per_core": {
             "scd1": round(applied / seconds["silver.customers"] / cores, 1),

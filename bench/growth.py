@@ -1,4 +1,5 @@
-"""Cost of one micro-batch as a table grows: silver (keyed append) and gold (windowed MERGE).
+"""Cost of one micro-batch as a table grows: silver (keyed append), gold (windowed MERGE) and a
+change feed's tables (type 1 and type 2) as their change log grows.
 
 A stream that runs for months must not slow down every day. For the ``iot`` pipeline's
 ``silver.device_events`` (``Append(keys)``) and ``gold.device_type_stats`` (``Aggregate``), this
@@ -7,6 +8,12 @@ then times the same small micro-batch written through the platform's writer
 (``lakehouse.writes.TableWriter.write_batch``), median of ``--repeats``. For comparison it also
 times what the writer did before: an insert-only MERGE on the keys into silver, and an unbounded
 MERGE into gold (both scan every file of the table).
+
+For ``Scd1``/``Scd2`` tables (``lakehouse.writes.history``), the change log holds ``--changes``
+changes of 20,000 keys at 1x, ten times as many of the same keys at 10x (a history ten times as
+long); the batch is ``--batch`` new changes of random keys, applied as a stream does (log, table,
+each key's latest change), against what the writer did before: each key recomputed from its
+whole logged history.
 
 Writes ``bench/results/growth.json`` and ``growth.png``; prints the ratios (10x / 1x). Figures
 are printed, never asserted. Usage: ``.venv/bin/python bench/growth.py [--base 200000]``.
@@ -27,7 +34,10 @@ from typing import TYPE_CHECKING, Any
 
 from lakehouse import delta, registry
 from lakehouse.core.lake import Lake
+from lakehouse.plan.changes import normalize
+from lakehouse.spec import ApplyChanges, Scd1, Scd2
 from lakehouse.writes import Origin, TableWriter
+from lakehouse.writes.history import ChangeApplier, table_rows
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -38,6 +48,18 @@ RESULTS = Path(__file__).resolve().parent / "results"
 START = datetime(2026, 1, 1, tzinfo=UTC)
 TYPES = ("thermostat", "humidity", "pressure", "vibration", "power")
 CORES = 2
+KEYS = 20_000
+ROW = "STRUCT<id: BIGINT, name: STRING, segment: STRING>"
+CHANGE_TABLES = {
+    "scd1": ApplyChanges(
+        "silver.current", upstream="bronze.feed", write=Scd1(keys=["id"], sequence_by=["source.lsn"])
+    ),
+    "scd2": ApplyChanges(
+        "silver.history",
+        upstream="bronze.feed",
+        write=Scd2(keys=["id"], sequence_by=["source.lsn"], track=["segment"]),
+    ),
+}
 
 
 def silver_rows(spark: SparkSession, first: int, count: int, seconds_apart: float) -> DataFrame:
@@ -65,6 +87,70 @@ def gold_rows(spark: SparkSession, first_window: int, windows: int) -> DataFrame
         CROSS JOIN (SELECT explode(array{TYPES!r}) AS device_type) t
         """
     )
+
+
+def change_events(spark: SparkSession, first: int, count: int) -> DataFrame:
+    """Debezium updates with sequence numbers ``first`` .. ``first + count - 1`` of random keys
+    among ``KEYS``; the tracked segment changes in two of three."""
+    return spark.sql(
+        f"""
+        SELECT 'u' AS op, CAST(NULL AS {ROW}) AS before,
+               CAST(named_struct('id', pmod(xxhash64(id), {KEYS}) + 1, 'name', concat('n', id),
+                    'segment', element_at(array('a', 'b', 'c'), CAST(pmod(xxhash64(id, 1), 3) AS INT) + 1))
+                    AS {ROW}) AS after,
+               named_struct('lsn', id, 'ts_ms', {int(START.timestamp() * 1000)} + id * 1000) AS source
+        FROM range({first}, {first + count})
+        """
+    )
+
+
+def change_costs(spark: SparkSession, root: Path, changes: int, batch: int, repeats: int) -> dict[str, Any]:
+    """Seconds of one micro-batch into each change table with its log at 1x and 10x ``changes``."""
+    out: dict[str, Any] = {"change_keys": KEYS, "change_batch": batch}
+    for mode, table in CHANGE_TABLES.items():
+        for scale in (1, 10):
+            lake = Lake(str(root / f"{mode}-x{scale}"))
+            logged = changes * scale
+            applier = ChangeApplier(lake, table)
+            history = normalize(change_events(spark, 0, logged), table)
+            applier.ensure(history)
+            applier.apply_slice(history, None)  # the log, the table and the latest changes at once
+            run_id = str(uuid.uuid4())
+
+            def now(
+                i: int, applier: ChangeApplier = applier, table=table, first: int = logged, run_id=run_id
+            ) -> None:
+                rows = normalize(change_events(spark, first + i * batch, batch), table)
+                sink(
+                    rows,
+                    lambda df: applier.apply_batch(df, app_id=run_id, batch_id=i, replay_possible=i == 0),
+                )
+
+            def before(
+                i: int,
+                applier: ChangeApplier = applier,
+                table=table,
+                first: int = logged,
+                run_id: str = run_id,
+            ) -> None:
+                def recompute(df: DataFrame) -> None:
+                    delta.append_once(
+                        df, applier.log_path, app_id=f"{run_id}-before", version=i, what="before"
+                    )
+                    keys = df.select("id").distinct()
+                    fresh = table_rows(applier.logged_of(keys), applier.mode)
+                    delta.sync_rows(fresh, applier.path, identity=applier.identity, scope=keys)
+
+                sink(normalize(change_events(spark, first + (repeats + i) * batch, batch), table), recompute)
+
+            out[f"{mode}_{scale}x_changes"] = logged
+            out[f"{mode}_{scale}x_latest_s"] = round(median_seconds(now, repeats), 3)
+            out[f"{mode}_{scale}x_whole_log_s"] = round(median_seconds(before, repeats), 3)
+            print(f"{mode} {scale}x ({logged:,} changes): latest changes {out[f'{mode}_{scale}x_latest_s']} s, "
+                  f"whole log {out[f'{mode}_{scale}x_whole_log_s']} s", flush=True)  # fmt: skip
+        for how in ("latest", "whole_log"):
+            out[f"{mode}_{how}_growth"] = round(out[f"{mode}_10x_{how}_s"] / out[f"{mode}_1x_{how}_s"], 2)
+    return out
 
 
 def build(df: DataFrame, writer: TableWriter, order_by: str, files: int) -> None:
@@ -157,18 +243,23 @@ def chart(results: dict[str, Any], path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+    fig, axes = plt.subplots(1, 4, figsize=(20, 4))
     for ax, table, now, before in (
         (axes[0], "silver", "append", "insert_merge"),
         (axes[1], "gold", "bounded_merge", "unbounded_merge"),
+        (axes[2], "scd1", "latest", "whole_log"),
+        (axes[3], "scd2", "latest", "whole_log"),
     ):
-        sizes = [results[f"{table}_{s}x_rows"] for s in (1, 10)]
+        if f"{table}_1x_{now}_s" not in results:
+            continue
+        rows = "changes" if table.startswith("scd") else "rows"
+        sizes = [results[f"{table}_{s}x_{rows}"] for s in (1, 10)]
         for how, style in ((now, "o-"), (before, "s--")):
             values = [results[f"{table}_{s}x_{how}_s"] for s in (1, 10)]
             label = f"{how.replace('_', ' ')} (x{results[f'{table}_{how}_growth']} at 10x)"
             ax.plot(sizes, values, style, label=label)
         ax.set_xscale("log")
-        ax.set_xlabel("table rows")
+        ax.set_xlabel(f"table {rows}" if rows == "rows" else "changes logged")
         ax.set_ylabel("seconds per micro-batch")
         ax.set_title(f"{table}: one micro-batch as the table grows")
         ax.legend()
@@ -182,6 +273,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--base", type=int, default=200_000, help="Silver rows at 1x.")
     parser.add_argument("--batch", type=int, default=2_000, help="Rows per silver micro-batch.")
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--changes", type=int, default=200_000, help="Changes logged at 1x.")
+    parser.add_argument("--change-batch", type=int, default=2_000, help="Changes per micro-batch.")
+    parser.add_argument("--changes-only", action="store_true", help="Measure only the change tables.")
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args(argv)
     from lakehouse.core.config import Settings
@@ -191,7 +285,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         settings = Settings(root=f"{tmp}/spark", spark_master=f"local[{CORES}]", shuffle_partitions=CORES,
                             spark_ui=False, spark_log_level="ERROR")  # fmt: skip
         spark = spark_session(settings, app_name="lakehouse-growth")
-        results = measure(spark, Path(tmp), args.base, args.batch, args.repeats)
+        results = {} if args.changes_only else measure(spark, Path(tmp), args.base, args.batch, args.repeats)
+        if args.changes_only and (args.out / "growth.json").exists():  # keep the other figures
+            results = json.loads((args.out / "growth.json").read_text())
+        results.update(change_costs(spark, Path(tmp), args.changes, args.change_batch, args.repeats))
+        results["load_average_1m"] = round(os.getloadavg()[0], 2)
+        results["measured_at"] = datetime.now(UTC).isoformat(timespec="seconds")
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "growth.json").write_text(json.dumps(results, indent=2) + "\n")
     chart(results, args.out / "growth.png")

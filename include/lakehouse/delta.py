@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 from delta.tables import DeltaTable
 from pyspark.sql import functions as F
-from pyspark.sql.types import StructField, StructType
+from pyspark.sql.types import ArrayType, DataType, MapType, StructField, StructType
 
 from lakehouse.monitoring.status import CODE
 from lakehouse.state import storage
@@ -90,7 +90,18 @@ def nullable(schema: StructType) -> StructType:
     and the backfill of one table, or its first and a later writer, can disagree; Delta would
     turn the first writer's accident into a NOT NULL constraint that the next writer violates.
     """
-    return StructType([StructField(f.name, f.dataType, True, f.metadata) for f in schema.fields])
+    return StructType([StructField(f.name, _nullable(f.dataType), True, f.metadata) for f in schema.fields])
+
+
+def _nullable(data_type: DataType) -> DataType:
+    """Nested fields, elements and values too (a struct's field NOT NULL is the same accident)."""
+    if isinstance(data_type, StructType):
+        return nullable(data_type)
+    if isinstance(data_type, ArrayType):
+        return ArrayType(_nullable(data_type.elementType), True)
+    if isinstance(data_type, MapType):
+        return MapType(data_type.keyType, _nullable(data_type.valueType), True)
+    return data_type
 
 
 def exists(spark: SparkSession, path: str) -> bool:
@@ -365,13 +376,25 @@ def sync_rows(
     MERGE that leaves equal rows as they are: rows of ``fresh`` are inserted or updated, held rows
     missing from it are deleted. ``scope``: only held rows whose ``scope`` columns match one of
     its rows are considered (the keys being recomputed); default all."""
+    merge_diff(sync_diff(fresh, path, identity=identity, scope=scope), path, on=identity_match(identity))
+
+
+def sync_diff(
+    fresh: DataFrame, path: str, *, identity: Sequence[str], scope: DataFrame | None = None
+) -> DataFrame:
+    """The diff (for :func:`merge_diff`) that :func:`sync_rows` merges: ``fresh`` upserted, held
+    rows in ``scope`` missing from it deleted."""
     held = fresh.sparkSession.read.format("delta").load(path)
     if scope is not None:
         held = held.join(scope, list(scope.columns), "left_semi")
     same = [held[c].eqNullSafe(fresh[c]) for c in identity]
     gone = held.join(fresh.select(*identity), same, "left_anti") if identity else held.limit(0)
-    diff = fresh.withColumn(ACTION, F.lit("upsert")).unionByName(gone.withColumn(ACTION, F.lit("delete")))
-    merge_diff(diff, path, on=" AND ".join(f"t.`{c}` <=> s.`{c}`" for c in identity))
+    return fresh.withColumn(ACTION, F.lit("upsert")).unionByName(gone.withColumn(ACTION, F.lit("delete")))
+
+
+def identity_match(identity: Sequence[str]) -> str:
+    """The MERGE condition matching a diff's rows (``s``) to the table's (``t``) by ``identity``."""
+    return " AND ".join(f"t.`{c}` <=> s.`{c}`" for c in identity)
 
 
 # --------------------------------------------------------------------------- slice replacement

@@ -164,7 +164,8 @@ def archive(spark: SparkSession, lake: Lake, pipeline: Pipeline, tables: Sequenc
         storage.move(
             spark, lake.checkpoint(pipeline.name, table.name), aside.checkpoint(pipeline.name, table.name)
         )
-        for name in (table.name, table.quarantine, *([table.changes] if table.applies_changes else [])):
+        logs = [table.changes, table.latest_changes] if table.applies_changes else []
+        for name in (table.name, table.quarantine, *logs):
             storage.move(spark, lake.table(name), aside.table(name))
     log.info("reset: moved the checkpoints and tables of %s to %s", _names(tables), aside.root)
     return aside.root

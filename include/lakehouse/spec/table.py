@@ -44,6 +44,12 @@ def changes_name(table: str) -> str:
     return f"{CHANGES_LAYER}.{table.replace('.', '_', 1)}"
 
 
+def latest_changes_name(table: str) -> str:
+    """``silver.customers`` -> ``changes.silver_customers.latest``: each key's latest change, beside
+    the change log (a name no declared table can have, which the catalog leaves out)."""
+    return f"{changes_name(table)}.latest"
+
+
 def kind_for(write: object, *, has_source: bool = False) -> str:
     """The kind (a key of :data:`KINDS`) a table with this write mode and origin is."""
     if has_source:
@@ -208,6 +214,11 @@ class Table:
     def changes(self) -> str:
         """The name of the change log of an ``Scd1``/``Scd2`` table (see :func:`changes_name`)."""
         return changes_name(self.name)
+
+    @property
+    def latest_changes(self) -> str:
+        """Each key's latest change, beside the change log (see :func:`latest_changes_name`)."""
+        return latest_changes_name(self.name)
 
     @property
     def applies_changes(self) -> bool:

@@ -12,10 +12,15 @@ it from bronze gets the same table (stream = batch). A crash between the log com
 table commit is replayed: the log commit is skipped (same transaction id) and the table is
 recomputed from the log, which already holds the batch.
 
-The price: a micro-batch reads the logged changes of its keys (one scan of the log; keys with
-long histories cost their history). The log is what makes late changes exact: a change older
-than a key's current version splits the version it falls into, which needs the changes inside
-that version, and a late change older than a delete must not resurrect the key.
+Beside the log, ``changes.<layer>_<table>.latest`` holds each key's **latest change** (:func:`latest_changes`): the change itself, the greatest change
+time so far and, for ``Scd2``, where its open version starts. A micro-batch needs nothing else
+for keys whose changes all come after their latest one, which is how a feed arrives: type 1 is
+the later of the two, type 2 continues the open version from it. So its cost does not grow with
+the log. Only keys with a late change (older than, or as old as, their latest: a change delivered
+again, an out-of-order connector) are recomputed from their logged changes: a change older than
+a key's current version splits the version it falls into, which needs the changes inside that
+version, and a late change older than a delete must not resurrect the key. Type 1 never needs
+the log: the latest change wins whenever it arrives.
 
 Backfills of a slice recompute the keys with changes in the slice, from every change of theirs
 in bronze, replacing their logged changes too; a full refresh rebuilds log and table.
@@ -40,6 +45,7 @@ if TYPE_CHECKING:
 
 CHANGE_METADATA = (CHANGE_OP, CHANGE_SEQUENCE, CHANGE_TIME, CHANGE_ID, CHANGE_VERSION)
 CHANGED_AT = "_changed_at"  # Scd1: when the row's latest change happened
+MAX_TIME, OPEN_SEQ, OPEN_FROM = "_max_ts", "_open_seq", "_open_from"  # what a key's latest change adds
 HISTORY_COLUMNS = ("valid_from", "valid_to", "is_current", "_start_seq", "_end_seq", "_end_op")
 
 
@@ -116,22 +122,50 @@ def table_rows(changes: DataFrame, mode: ChangeMode) -> DataFrame:
     return versions(changes, mode) if isinstance(mode, Scd2) else current_state(changes, mode)
 
 
+def latest_changes(changes: DataFrame, rows: DataFrame | None, mode: ChangeMode) -> DataFrame:
+    """Per key of ``changes``: its latest change (greatest ``_version``), the greatest change time of
+    them all (``_max_ts``: ``changes`` may carry earlier ones in it) and, for ``Scd2``, where its open
+    version starts (``_open_seq``, ``_open_from``; null after a delete) from ``rows``, the table's
+    rows of those keys."""
+    keys = list(mode.keys)
+    if MAX_TIME not in changes.columns:
+        changes = changes.withColumn(MAX_TIME, F.col(CHANGE_TIME))
+    newest = Window.partitionBy(*keys).orderBy(F.col(CHANGE_VERSION).desc())
+    latest = (
+        changes.withColumn(MAX_TIME, F.max(MAX_TIME).over(Window.partitionBy(*keys)))
+        .withColumn("_n", F.row_number().over(newest))
+        .where("_n = 1")
+        .drop("_n")
+    )
+    if not isinstance(mode, Scd2):
+        return latest
+    assert rows is not None, "Scd2 needs the table's rows of the keys"
+    opened = rows.where("is_current").select(
+        *keys, F.col("_start_seq").alias(OPEN_SEQ), F.col("valid_from").alias(OPEN_FROM)
+    )
+    return latest.join(opened, keys, "left")
+
+
 class ChangeApplier:
-    """Applies a table's change rows: its change log and the table itself (see module doc)."""
+    """Applies a table's change rows: its change log, each key's latest change and the table
+    itself (see module doc)."""
 
     def __init__(self, lake: Lake, table: Table) -> None:
         assert isinstance(table.write, ChangeMode), f"{table.name} does not apply a change feed"
         self.table = table
         self.mode: ChangeMode = table.write
+        self.keys = list(self.mode.keys)
         self.path = lake.table(table.name)
         self.log_path = lake.table(table.changes)
+        self.latest_path = lake.table(table.latest_changes)
         self.identity = [*self.mode.keys, *(["_start_seq"] if isinstance(self.mode, Scd2) else [])]
 
     def ensure(self, changes: DataFrame) -> None:
         """Create the change log and the table (with its change data feed, which readers of the
-        table stream) from the schema of the flow's change rows."""
+        table stream) from the schema of the flow's change rows, and each key's latest change
+        (computed once from the log when it was written before they were kept)."""
         spark = changes.sparkSession
-        delta.ensure_table(
+        new_log = delta.ensure_table(
             spark, self.log_path, changes.schema, name=self.table.changes,
             comment=f"Every change applied to {self.table.name}, as change rows",
         )  # fmt: skip
@@ -140,37 +174,114 @@ class ChangeApplier:
             comment=self.table.description, partition_by=self.table.partition_by,
             properties=delta.CHANGE_DATA_FEED,
         )  # fmt: skip
+        log = spark.read.format("delta").load(self.log_path)
+        created = delta.ensure_table(
+            spark, self.latest_path, self._latest_of(log.limit(0)).schema, name=self.table.latest_changes,
+            comment=f"The latest change of each key of {self.table.name}",
+        )  # fmt: skip
+        # computed from the log (always exact) when new, when the log is new, and when a crash
+        # came between its creation and its first rows
+        if created or new_log or delta.latest_version(spark, self.latest_path) == 0:
+            delta.replace(self._latest_of(log), self.latest_path, None)
 
     # ---------------------------------------------------------------- streams
-    def apply_batch(self, changes: DataFrame, *, app_id: str, batch_id: int) -> None:
-        """Log a micro-batch's changes, then bring its keys up to date: each commit once."""
+    def apply_batch(
+        self, changes: DataFrame, *, app_id: str, batch_id: int, replay_possible: bool = True
+    ) -> None:
+        """Log a micro-batch's changes, then bring its keys up to date, then their latest
+        changes: each commit once (a replay after the table's commit only moves the latest
+        changes; one after theirs finds its changes late and recomputes them from the log).
+        ``replay_possible``: whether this can be a batch already committed (see ``delta.once``)."""
+        spark = changes.sparkSession
         what = f"{self.table.name} batch {batch_id}"
         delta.append_once(
-            changes, self.log_path, app_id=app_id, version=batch_id, what=f"change log of {what}"
-        )
-        keys = changes.select(*self.mode.keys).distinct()
-        delta.once(
-            changes.sparkSession, lambda: self._recompute(keys, self._logged(keys)),
-            path=self.path, app_id=app_id, version=batch_id, what=what,
+            changes, self.log_path, app_id=app_id, version=batch_id, what=f"change log of {what}",
+            replay_possible=replay_possible,
         )  # fmt: skip
+        keys = changes.select(*self.keys).distinct()
+        known = spark.read.format("delta").load(self.latest_path).join(keys, self.keys, "left_semi").cache()
+        try:
+            diff, latest = self._advance(changes, known)
+            delta.once(
+                spark, lambda: delta.merge_diff(diff, self.path, on=delta.identity_match(self.identity)),
+                path=self.path, app_id=app_id, version=batch_id, what=what, replay_possible=replay_possible,
+            )  # fmt: skip
+            delta.once(
+                spark, lambda: self._merge_latest(latest), path=self.latest_path, app_id=app_id,
+                version=batch_id, what=f"latest changes of {what}", replay_possible=replay_possible,
+            )  # fmt: skip
+        finally:
+            known.unpersist()
+
+    def _advance(self, changes: DataFrame, known: DataFrame) -> tuple[DataFrame, DataFrame]:
+        """The table's diff and the new latest changes for a micro-batch's ``changes``, given the
+        latest changes ``known`` of its keys before it."""
+        ordered = changes.withColumn(MAX_TIME, F.col(CHANGE_TIME))
+        before = known.select(*changes.columns, MAX_TIME)
+        if not isinstance(self.mode, Scd2):  # the latest change wins, whenever it arrives
+            latest = latest_changes(ordered.unionByName(before), None, self.mode)
+            fresh = current_state(latest.drop(MAX_TIME), self.mode)
+            scope = changes.select(*self.keys).distinct()
+            return delta.sync_diff(fresh, self.path, identity=self.identity, scope=scope), latest
+        late = (
+            changes.join(known.select(*self.keys, F.col(CHANGE_SEQUENCE).alias("_known_seq")), self.keys)
+            .where(F.col(CHANGE_SEQUENCE) <= F.col("_known_seq"))
+            .select(*self.keys)
+            .distinct()
+        )
+        in_order = ordered.join(late, self.keys, "left_anti")
+        # each key's latest change stands for its history: the greatest time so far is its time
+        continued = before.join(in_order.select(*self.keys).distinct(), self.keys, "left_semi")
+        history = continued.withColumn(CHANGE_TIME, F.col(MAX_TIME)).unionByName(in_order).drop(MAX_TIME)
+        runs = versions(history, self.mode)
+        # the version it continues keeps its start
+        starts = known.select(*self.keys, F.col(CHANGE_SEQUENCE).alias("_from_seq"), OPEN_SEQ, OPEN_FROM)
+        continues = F.col("_start_seq") == F.col("_from_seq")
+        runs = runs.join(starts, self.keys, "left").select(
+            *[
+                F.when(continues, F.col(OPEN_SEQ)).otherwise(F.col(c)).alias(c)
+                if c == "_start_seq"
+                else F.when(continues, F.col(OPEN_FROM)).otherwise(F.col(c)).alias(c)
+                if c == "valid_from"
+                else F.col(f"`{c}`")
+                for c in runs.columns
+            ]
+        )
+        diff = runs.withColumn(delta.ACTION, F.lit("upsert"))  # no version of theirs ends or goes
+        latest = latest_changes(in_order.unionByName(continued), runs, self.mode)
+        if not late.isEmpty():  # recomputed from their logged changes, this batch's included
+            logged = self.logged_of(late)
+            recomputed = versions(logged, self.mode)
+            diff = diff.unionByName(
+                delta.sync_diff(recomputed, self.path, identity=self.identity, scope=late)
+            )
+            latest = latest.unionByName(latest_changes(logged, recomputed, self.mode))
+        return diff, latest
+
+    def _merge_latest(self, latest: DataFrame) -> None:
+        diff = latest.withColumn(delta.ACTION, F.lit("upsert"))
+        delta.merge_diff(diff, self.latest_path, on=delta.identity_match(self.keys))
 
     # ---------------------------------------------------------------- backfills
     def apply_slice(self, changes: DataFrame, condition: str | None) -> None:
         """Recompute the keys with changes matching ``condition`` (all keys when ``None``) from
         ``changes`` (every change of the feed, as bronze holds it now), and replace their logged
-        changes: one attempt, which the backfill repeats from fresh inputs on a conflict."""
+        changes and latest changes: one attempt, which the backfill repeats from fresh inputs on
+        a conflict."""
         if condition is None:
             delta.replace(changes, self.log_path, None)
             delta.replace(table_rows(changes, self.mode), self.path, None)
+            delta.replace(self._latest_of(changes), self.latest_path, None)
             return
-        keys = changes.where(condition).select(*self.mode.keys).distinct()
-        mine = changes.join(keys, list(self.mode.keys), "left_semi")
-        stale = self._logged(keys).dropDuplicates([CHANGE_ID]).withColumn(delta.ACTION, F.lit("delete"))
+        keys = changes.where(condition).select(*self.keys).distinct()
+        mine = changes.join(keys, self.keys, "left_semi")
+        stale = self.logged_of(keys).dropDuplicates([CHANGE_ID]).withColumn(delta.ACTION, F.lit("delete"))
         log_diff = mine.withColumn(delta.ACTION, F.lit("insert")).unionByName(stale)
         delta.merge_diff(
             log_diff, self.log_path, on=f"t.{CHANGE_ID} = s.{CHANGE_ID} AND s.{delta.ACTION} = 'delete'"
         )
-        self._recompute(keys, mine)
+        delta.sync_rows(table_rows(mine, self.mode), self.path, identity=self.identity, scope=keys)
+        self._merge_latest(self._latest_of(mine))
 
     def logged_changes(self, spark: SparkSession, condition: str | None) -> int:
         """Changes the log holds for the keys with changes matching ``condition`` (the shrink
@@ -180,14 +291,15 @@ class ChangeApplier:
         log = spark.read.format("delta").load(self.log_path)
         if condition is None:
             return log.count()
-        keys = log.where(condition).select(*self.mode.keys).distinct()
-        return log.join(keys, list(self.mode.keys), "left_semi").count()
+        keys = log.where(condition).select(*self.keys).distinct()
+        return log.join(keys, self.keys, "left_semi").count()
 
     # ---------------------------------------------------------------- shared
-    def _logged(self, keys: DataFrame) -> DataFrame:
+    def logged_of(self, keys: DataFrame) -> DataFrame:
         log = keys.sparkSession.read.format("delta").load(self.log_path)
-        return log.join(keys, list(self.mode.keys), "left_semi")
+        return log.join(keys, self.keys, "left_semi")
 
-    def _recompute(self, keys: DataFrame, changes: DataFrame) -> None:
-        """Replace the rows of ``keys`` with what ``changes`` (all of theirs) make of them."""
-        delta.sync_rows(table_rows(changes, self.mode), self.path, identity=self.identity, scope=keys)
+    def _latest_of(self, changes: DataFrame) -> DataFrame:
+        """The latest changes of the keys of ``changes`` (all of theirs)."""
+        rows = versions(changes, self.mode) if isinstance(self.mode, Scd2) else None
+        return latest_changes(changes, rows, self.mode)

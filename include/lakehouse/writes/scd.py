@@ -35,7 +35,9 @@ class ChangeWriter(ModeWriter):
 
     def write_batch(self, rows: DataFrame, origin: Origin) -> None:
         assert origin.batch_id is not None
-        self.changes.apply_batch(rows, app_id=origin.run_id, batch_id=origin.batch_id)
+        self.changes.apply_batch(
+            rows, app_id=origin.run_id, batch_id=origin.batch_id, replay_possible=origin.first_of_run
+        )
 
     def write_slice(self, rows: DataFrame, slice_: Slice) -> None:
         self.changes.apply_slice(rows, self.condition(slice_))
