@@ -11,12 +11,14 @@ MERGE into gold (both scan every file of the table).
 
 For ``Scd1``/``Scd2`` tables (``lakehouse.writes.history``), the change log holds ``--changes``
 changes of 20,000 keys at 1x, ten times as many of the same keys at 10x (a history ten times as
-long); the batch is ``--batch`` new changes of random keys, applied as a stream does (log, table,
-each key's latest change), against what the writer did before: each key recomputed from its
-whole logged history.
+long); the batch is ``--change-batch`` new changes of random keys, applied as a stream does with
+each key's latest change kept (log, table, latest changes) and as it does while the log is short
+(each key recomputed from its whole logged history). Where the two lines cross is what
+``ChangeApplier.long_log`` (when a stream starts keeping the latest changes) is set from.
 
 Writes ``bench/results/growth.json`` and ``growth.png``; prints the ratios (10x / 1x). Figures
-are printed, never asserted. Usage: ``.venv/bin/python bench/growth.py [--base 200000]``.
+are printed, never asserted. Usage: ``.venv/bin/python bench/growth.py [--base 200000]
+[--gold-base N] [--parts silver,gold,changes]``.
 """
 
 from __future__ import annotations
@@ -49,6 +51,7 @@ START = datetime(2026, 1, 1, tzinfo=UTC)
 TYPES = ("thermostat", "humidity", "pressure", "vibration", "power")
 CORES = 2
 KEYS = 20_000
+ALL_PARTS = {"silver", "gold", "changes"}
 ROW = "STRUCT<id: BIGINT, name: STRING, segment: STRING>"
 CHANGE_TABLES = {
     "scd1": ApplyChanges(
@@ -112,9 +115,11 @@ def change_costs(spark: SparkSession, root: Path, changes: int, batch: int, repe
             lake = Lake(str(root / f"{mode}-x{scale}"))
             logged = changes * scale
             applier = ChangeApplier(lake, table)
+            applier.long_log = 0  # each key's latest change kept whatever the log's length
             history = normalize(change_events(spark, 0, logged), table)
             applier.ensure(history)
-            applier.apply_slice(history, None)  # the log, the table and the latest changes at once
+            applier.apply_slice(history, None)  # the log and the table at once
+            applier.keep_latest_if_long(spark)  # and the latest changes, from the log
             run_id = str(uuid.uuid4())
 
             def now(
@@ -177,7 +182,11 @@ def median_seconds(work: Callable[[int], None], repeats: int) -> float:
     return statistics.median(times)
 
 
-def measure(spark: SparkSession, root: Path, base: int, batch: int, repeats: int) -> dict[str, Any]:
+def measure(
+    spark: SparkSession, root: Path, base: int, batch: int, repeats: int, parts: set[str], gold_base: int
+) -> dict[str, Any]:
+    """Silver's and gold's micro-batch (those of ``parts``) at 1x and 10x; gold holds ``gold_base``
+    rows at 1x."""
     pipeline = registry.get("pipelines", "iot")
     silver_table, gold_table = (
         pipeline.table("silver.device_events"),
@@ -187,53 +196,79 @@ def measure(spark: SparkSession, root: Path, base: int, batch: int, repeats: int
     for scale in (1, 10):
         lake = Lake(str(root / f"x{scale}"))
         rows = base * scale
-        # silver: one event every 2 s per table row; the batch is the newest events
-        silver = TableWriter(lake, silver_table)
-        build(silver_rows(spark, 0, rows, 2.0), silver, "event_time", files=max(4, rows // 50_000))
         run_id = str(uuid.uuid4())
-
-        def silver_now(i: int, silver: TableWriter = silver, rows: int = rows, run_id: str = run_id) -> None:
-            origin = Origin("stream", run_id, batch_id=i)
-            sink(
-                silver_rows(spark, rows + i * batch, batch, 2.0),
-                lambda df: silver.write_batch(df, None, origin),
-            )
-
-        def silver_before(i: int, silver: TableWriter = silver, rows: int = rows) -> None:
-            on = "t.`event_id` <=> s.`event_id`"
-            sink(silver_rows(spark, rows + (repeats + i) * batch, batch, 2.0),
-                 lambda df: delta.merge(df, silver.path, on=on, update=False))  # fmt: skip
-
-        out[f"silver_{scale}x_rows"] = rows
-        out[f"silver_{scale}x_append_s"] = round(median_seconds(silver_now, repeats), 3)
-        out[f"silver_{scale}x_insert_merge_s"] = round(median_seconds(silver_before, repeats), 3)
-        # gold: windows of 5 minutes x 5 types; the batch updates the newest 3 windows
-        windows = rows // len(TYPES)  # as many gold rows as silver rows: a year of windows at 10x
-        gold = TableWriter(lake, gold_table)
-        build(gold_rows(spark, 0, windows), gold, "window_start", files=max(4, rows // 50_000))
-
-        def gold_now(i: int, gold: TableWriter = gold, windows: int = windows, run_id: str = run_id) -> None:
-            origin = Origin("stream", run_id + "-gold", batch_id=i)
-            sink(gold_rows(spark, windows - 3 + i, 3), lambda df: gold.write_batch(df, None, origin))
-
-        def gold_before(i: int, gold: TableWriter = gold, windows: int = windows) -> None:
-            on = "t.`window_start` <=> s.`window_start` AND t.`device_type` <=> s.`device_type`"
-            sink(
-                gold_rows(spark, windows - 3 + i, 3),
-                lambda df: delta.merge(df, gold.path, on=on, update=True),
-            )
-
-        out[f"gold_{scale}x_rows"] = windows * len(TYPES)
-        out[f"gold_{scale}x_bounded_merge_s"] = round(median_seconds(gold_now, repeats), 3)
-        out[f"gold_{scale}x_unbounded_merge_s"] = round(median_seconds(gold_before, repeats), 3)
-        print(f"{scale}x: " + ", ".join(f"{k} {v}" for k, v in out.items() if k.startswith(f"silver_{scale}x")
-                                       or k.startswith(f"gold_{scale}x")), flush=True)  # fmt: skip
+        if "silver" in parts:
+            out.update(silver_costs(spark, lake, silver_table, rows, batch, repeats, run_id, scale))
+        if "gold" in parts:
+            out.update(gold_costs(spark, lake, gold_table, gold_base * scale, repeats, run_id, scale))
+        print(f"{scale}x: " + ", ".join(f"{k} {v}" for k, v in out.items() if f"_{scale}x_" in k), flush=True)
     for name in ("silver_append", "silver_insert_merge", "gold_bounded_merge", "gold_unbounded_merge"):
         table, how = name.split("_", 1)
-        out[f"{name}_growth"] = round(out[f"{table}_10x_{how}_s"] / out[f"{table}_1x_{how}_s"], 2)
-    out["load_average_1m"] = round(os.getloadavg()[0], 2)
+        if f"{table}_1x_{how}_s" in out:
+            out[f"{name}_growth"] = round(out[f"{table}_10x_{how}_s"] / out[f"{table}_1x_{how}_s"], 2)
     out["spark"] = spark.version
-    out["measured_at"] = datetime.now(UTC).isoformat(timespec="seconds")
+    return out
+
+
+def silver_costs(
+    spark: SparkSession,
+    lake: Lake,
+    silver_table: Any,
+    rows: int,
+    batch: int,
+    repeats: int,
+    run_id: str,
+    scale: int,
+) -> dict[str, Any]:
+    """Silver's micro-batch with the table at ``rows``: the writer's append against an insert MERGE."""
+    out: dict[str, Any] = {}
+    # silver: one event every 2 s per table row; the batch is the newest events
+    silver = TableWriter(lake, silver_table)
+    build(silver_rows(spark, 0, rows, 2.0), silver, "event_time", files=max(4, rows // 50_000))
+
+    def silver_now(i: int, silver: TableWriter = silver, rows: int = rows, run_id: str = run_id) -> None:
+        origin = Origin("stream", run_id, batch_id=i)
+        sink(
+            silver_rows(spark, rows + i * batch, batch, 2.0),
+            lambda df: silver.write_batch(df, None, origin),
+        )
+
+    def silver_before(i: int, silver: TableWriter = silver, rows: int = rows) -> None:
+        on = "t.`event_id` <=> s.`event_id`"
+        sink(silver_rows(spark, rows + (repeats + i) * batch, batch, 2.0),
+             lambda df: delta.merge(df, silver.path, on=on, update=False))  # fmt: skip
+
+    out[f"silver_{scale}x_rows"] = rows
+    out[f"silver_{scale}x_append_s"] = round(median_seconds(silver_now, repeats), 3)
+    out[f"silver_{scale}x_insert_merge_s"] = round(median_seconds(silver_before, repeats), 3)
+    return out
+
+
+def gold_costs(
+    spark: SparkSession, lake: Lake, gold_table: Any, rows: int, repeats: int, run_id: str, scale: int
+) -> dict[str, Any]:
+    """Gold's micro-batch with the table at ``rows``: the writer's bounded MERGE against an
+    unbounded one."""
+    out: dict[str, Any] = {}
+    # windows of 5 minutes x 5 types; the batch updates the newest 3 windows
+    windows = rows // len(TYPES)
+    gold = TableWriter(lake, gold_table)
+    build(gold_rows(spark, 0, windows), gold, "window_start", files=max(4, rows // 50_000))
+
+    def gold_now(i: int, gold: TableWriter = gold, windows: int = windows, run_id: str = run_id) -> None:
+        origin = Origin("stream", run_id + "-gold", batch_id=i)
+        sink(gold_rows(spark, windows - 3 + i, 3), lambda df: gold.write_batch(df, None, origin))
+
+    def gold_before(i: int, gold: TableWriter = gold, windows: int = windows) -> None:
+        on = "t.`window_start` <=> s.`window_start` AND t.`device_type` <=> s.`device_type`"
+        sink(
+            gold_rows(spark, windows - 3 + i, 3),
+            lambda df: delta.merge(df, gold.path, on=on, update=True),
+        )
+
+    out[f"gold_{scale}x_rows"] = windows * len(TYPES)
+    out[f"gold_{scale}x_bounded_merge_s"] = round(median_seconds(gold_now, repeats), 3)
+    out[f"gold_{scale}x_unbounded_merge_s"] = round(median_seconds(gold_before, repeats), 3)
     return out
 
 
@@ -256,12 +291,14 @@ def chart(results: dict[str, Any], path: Path) -> None:
         sizes = [results[f"{table}_{s}x_{rows}"] for s in (1, 10)]
         for how, style in ((now, "o-"), (before, "s--")):
             values = [results[f"{table}_{s}x_{how}_s"] for s in (1, 10)]
-            label = f"{how.replace('_', ' ')} (x{results[f'{table}_{how}_growth']} at 10x)"
+            name = "latest changes kept" if how == "latest" else how.replace("_", " ")
+            label = f"{name} (x{results[f'{table}_{how}_growth']} at 10x)"
             ax.plot(sizes, values, style, label=label)
         ax.set_xscale("log")
         ax.set_xlabel(f"table {rows}" if rows == "rows" else "changes logged")
         ax.set_ylabel("seconds per micro-batch")
-        ax.set_title(f"{table}: one micro-batch as the table grows")
+        grows = "its change log" if rows == "changes" else "the table"
+        ax.set_title(f"{table}: one micro-batch as {grows} grows")
         ax.legend()
     fig.tight_layout()
     fig.savefig(path, dpi=100)
@@ -275,7 +312,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--changes", type=int, default=200_000, help="Changes logged at 1x.")
     parser.add_argument("--change-batch", type=int, default=2_000, help="Changes per micro-batch.")
-    parser.add_argument("--changes-only", action="store_true", help="Measure only the change tables.")
+    parser.add_argument("--gold-base", type=int, help="Gold rows at 1x (default: --base).")
+    parser.add_argument(
+        "--parts", default="silver,gold,changes",
+        help="What to measure (comma-separated: silver, gold, changes); the others' figures are kept.",
+    )  # fmt: skip
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args(argv)
     from lakehouse.core.config import Settings
@@ -285,10 +326,14 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         settings = Settings(root=f"{tmp}/spark", spark_master=f"local[{CORES}]", shuffle_partitions=CORES,
                             spark_ui=False, spark_log_level="ERROR")  # fmt: skip
         spark = spark_session(settings, app_name="lakehouse-growth")
-        results = {} if args.changes_only else measure(spark, Path(tmp), args.base, args.batch, args.repeats)
-        if args.changes_only and (args.out / "growth.json").exists():  # keep the other figures
-            results = json.loads((args.out / "growth.json").read_text())
-        results.update(change_costs(spark, Path(tmp), args.changes, args.change_batch, args.repeats))
+        parts = set(args.parts.split(","))
+        kept = args.out / "growth.json"
+        results = json.loads(kept.read_text()) if parts != ALL_PARTS and kept.exists() else {}
+        if parts & {"silver", "gold"}:
+            gold_base = args.gold_base or args.base
+            results.update(measure(spark, Path(tmp), args.base, args.batch, args.repeats, parts, gold_base))
+        if "changes" in parts:
+            results.update(change_costs(spark, Path(tmp), args.changes, args.change_batch, args.repeats))
         results["load_average_1m"] = round(os.getloadavg()[0], 2)
         results["measured_at"] = datetime.now(UTC).isoformat(timespec="seconds")
     args.out.mkdir(parents=True, exist_ok=True)

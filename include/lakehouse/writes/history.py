@@ -4,23 +4,28 @@ its history (``Scd2``), exactly once, whatever order and however many times they
 Every change a table applies is first appended to its **change log**,
 ``changes.<layer>_<table>`` (exactly once per micro-batch, like every stream commit). The table
 is then a pure function of the log, computed per key by :func:`current_state` or
-:func:`versions`: a micro-batch recomputes the keys it holds changes for, from all their logged
-changes, and MERGEs the difference into the table (rows that stay the same are not rewritten).
+:func:`versions`, MERGEd as the difference (rows that stay the same are not rewritten).
 So the table after any sequence of micro-batches is the function of the set of changes: arrival
 order, batch boundaries, duplicates and replays make no difference, and a backfill computing
 it from bronze gets the same table (stream = batch). A crash between the log commit and the
 table commit is replayed: the log commit is skipped (same transaction id) and the table is
 recomputed from the log, which already holds the batch.
 
-Beside the log, ``changes.<layer>_<table>.latest`` holds each key's **latest change** (:func:`latest_changes`): the change itself, the greatest change
-time so far and, for ``Scd2``, where its open version starts. A micro-batch needs nothing else
-for keys whose changes all come after their latest one, which is how a feed arrives: type 1 is
-the later of the two, type 2 continues the open version from it. So its cost does not grow with
-the log. Only keys with a late change (older than, or as old as, their latest: a change delivered
-again, an out-of-order connector) are recomputed from their logged changes: a change older than
-a key's current version splits the version it falls into, which needs the changes inside that
-version, and a late change older than a delete must not resurrect the key. Type 1 never needs
-the log: the latest change wins whenever it arrives.
+A micro-batch recomputes the keys it holds changes for from all their logged changes: a scan of
+the log and of their histories. The log is what makes late changes exact: a change older than a
+key's current version splits the version it falls into, which needs the changes inside that
+version, and a late change older than a delete must not resurrect the key.
+
+Once the log is long (:attr:`ChangeApplier.long_log`), ``changes.<layer>_<table>.latest`` keeps
+each key's **latest change** beside it (:func:`latest_changes`): the change itself, the greatest
+change time so far and, for ``Scd2``, where its open version starts. A micro-batch needs nothing
+else for keys whose changes all come after their latest one, which is how a feed arrives: type 1
+is the later of the two, type 2 continues the open version from it, so its cost no longer grows
+with the log. Only keys with a late change (older than, or as old as, their latest: a change
+delivered again, an out-of-order connector) are recomputed from their logged changes; type 1
+never needs the log. Keeping it costs a second MERGE per micro-batch, more than a short log's
+scan costs (``bench/growth.py``). It is always computed from the log when it starts, so it is
+never behind it.
 
 Backfills of a slice recompute the keys with changes in the slice, from every change of theirs
 in bronze, replacing their logged changes too; a full refresh rebuilds log and table.
@@ -28,7 +33,8 @@ in bronze, replacing their logged changes too; a full refresh rebuilds log and t
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import logging
+from typing import TYPE_CHECKING, ClassVar
 
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
@@ -43,6 +49,7 @@ if TYPE_CHECKING:
     from lakehouse.core.lake import Lake
     from lakehouse.spec import Table
 
+_log = logging.getLogger(__name__)
 CHANGE_METADATA = (CHANGE_OP, CHANGE_SEQUENCE, CHANGE_TIME, CHANGE_ID, CHANGE_VERSION)
 CHANGED_AT = "_changed_at"  # Scd1: when the row's latest change happened
 MAX_TIME, OPEN_SEQ, OPEN_FROM = "_max_ts", "_open_seq", "_open_from"  # what a key's latest change adds
@@ -150,6 +157,12 @@ class ChangeApplier:
     """Applies a table's change rows: its change log, each key's latest change and the table
     itself (see module doc)."""
 
+    # Keeping each key's latest change costs a MERGE per micro-batch (about 2 s on 2 cores);
+    # recomputing keys from the log costs a scan of it and their histories: the latter is cheaper
+    # up to about a million logged changes (bench/growth.py). How often a stream checks.
+    long_log: ClassVar[int] = 1_000_000
+    check_every: ClassVar[int] = 100
+
     def __init__(self, lake: Lake, table: Table) -> None:
         assert isinstance(table.write, ChangeMode), f"{table.name} does not apply a change feed"
         self.table = table
@@ -162,8 +175,8 @@ class ChangeApplier:
 
     def ensure(self, changes: DataFrame) -> None:
         """Create the change log and the table (with its change data feed, which readers of the
-        table stream) from the schema of the flow's change rows, and each key's latest change
-        (computed once from the log when it was written before they were kept)."""
+        table stream) from the schema of the flow's change rows; keep each key's latest change
+        once the log is long (see :meth:`keep_latest_if_long`)."""
         spark = changes.sparkSession
         new_log = delta.ensure_table(
             spark, self.log_path, changes.schema, name=self.table.changes,
@@ -174,22 +187,37 @@ class ChangeApplier:
             comment=self.table.description, partition_by=self.table.partition_by,
             properties=delta.CHANGE_DATA_FEED,
         )  # fmt: skip
+        self.keep_latest_if_long(spark, new_log=new_log)
+
+    def keeps_latest(self, spark: SparkSession) -> bool:
+        """Whether each key's latest change is kept beside the log (then every write keeps it)."""
+        return delta.exists(spark, self.latest_path)
+
+    def keep_latest_if_long(self, spark: SparkSession, *, new_log: bool = False) -> None:
+        """Start keeping each key's latest change, computed from the log, once the log holds
+        ``long_log`` changes; compute it again when the log is new (an older one was moved
+        away) or a crash came between its creation and its rows. Always exact: it is the log's."""
         log = spark.read.format("delta").load(self.log_path)
-        created = delta.ensure_table(
+        if self.keeps_latest(spark):
+            if new_log or delta.latest_version(spark, self.latest_path) == 0:
+                delta.replace(self._latest_of(log), self.latest_path, None)
+            return
+        if new_log or log.count() < self.long_log:
+            return
+        delta.ensure_table(
             spark, self.latest_path, self._latest_of(log.limit(0)).schema, name=self.table.latest_changes,
             comment=f"The latest change of each key of {self.table.name}",
         )  # fmt: skip
-        # computed from the log (always exact) when new, when the log is new, and when a crash
-        # came between its creation and its first rows
-        if created or new_log or delta.latest_version(spark, self.latest_path) == 0:
-            delta.replace(self._latest_of(log), self.latest_path, None)
+        delta.replace(self._latest_of(log), self.latest_path, None)
+        _log.info("%s: its change log holds %s changes or more: each key's latest change is kept "
+                  "beside it from now on", self.table.name, f"{self.long_log:,}")  # fmt: skip
 
     # ---------------------------------------------------------------- streams
     def apply_batch(
         self, changes: DataFrame, *, app_id: str, batch_id: int, replay_possible: bool = True
     ) -> None:
-        """Log a micro-batch's changes, then bring its keys up to date, then their latest
-        changes: each commit once (a replay after the table's commit only moves the latest
+        """Log a micro-batch's changes, then bring its keys up to date (and their latest changes,
+        when kept): each commit once (a replay after the table's commit only moves the latest
         changes; one after theirs finds its changes late and recomputes them from the log).
         ``replay_possible``: whether this can be a batch already committed (see ``delta.once``)."""
         spark = changes.sparkSession
@@ -199,9 +227,18 @@ class ChangeApplier:
             replay_possible=replay_possible,
         )  # fmt: skip
         keys = changes.select(*self.keys).distinct()
+        if not self.keeps_latest(spark):  # a short log: its keys recomputed from all their changes
+            delta.once(
+                spark, lambda: self._recompute(keys, self.logged_of(keys)),
+                path=self.path, app_id=app_id, version=batch_id, what=what, replay_possible=replay_possible,
+            )  # fmt: skip
+            if batch_id % self.check_every == 0:
+                self.keep_latest_if_long(spark)
+            return
         known = spark.read.format("delta").load(self.latest_path).join(keys, self.keys, "left_semi").cache()
+        cached = [known]
         try:
-            diff, latest = self._advance(changes, known)
+            diff, latest = self._advance(changes, known, cached)
             delta.once(
                 spark, lambda: delta.merge_diff(diff, self.path, on=delta.identity_match(self.identity)),
                 path=self.path, app_id=app_id, version=batch_id, what=what, replay_possible=replay_possible,
@@ -211,11 +248,14 @@ class ChangeApplier:
                 version=batch_id, what=f"latest changes of {what}", replay_possible=replay_possible,
             )  # fmt: skip
         finally:
-            known.unpersist()
+            for frame in cached:
+                frame.unpersist()
 
-    def _advance(self, changes: DataFrame, known: DataFrame) -> tuple[DataFrame, DataFrame]:
+    def _advance(
+        self, changes: DataFrame, known: DataFrame, cached: list[DataFrame]
+    ) -> tuple[DataFrame, DataFrame]:
         """The table's diff and the new latest changes for a micro-batch's ``changes``, given the
-        latest changes ``known`` of its keys before it."""
+        latest changes ``known`` of its keys before it (``cached``: what it persisted)."""
         ordered = changes.withColumn(MAX_TIME, F.col(CHANGE_TIME))
         before = known.select(*changes.columns, MAX_TIME)
         if not isinstance(self.mode, Scd2):  # the latest change wins, whenever it arrives
@@ -247,11 +287,14 @@ class ChangeApplier:
                 for c in runs.columns
             ]
         )
+        runs = runs.persist()  # read by both commits
+        cached.append(runs)
         diff = runs.withColumn(delta.ACTION, F.lit("upsert"))  # no version of theirs ends or goes
         latest = latest_changes(in_order.unionByName(continued), runs, self.mode)
         if not late.isEmpty():  # recomputed from their logged changes, this batch's included
             logged = self.logged_of(late)
-            recomputed = versions(logged, self.mode)
+            recomputed = versions(logged, self.mode).persist()
+            cached.append(recomputed)
             diff = diff.unionByName(
                 delta.sync_diff(recomputed, self.path, identity=self.identity, scope=late)
             )
@@ -271,7 +314,8 @@ class ChangeApplier:
         if condition is None:
             delta.replace(changes, self.log_path, None)
             delta.replace(table_rows(changes, self.mode), self.path, None)
-            delta.replace(self._latest_of(changes), self.latest_path, None)
+            if self.keeps_latest(changes.sparkSession):
+                delta.replace(self._latest_of(changes), self.latest_path, None)
             return
         keys = changes.where(condition).select(*self.keys).distinct()
         mine = changes.join(keys, self.keys, "left_semi")
@@ -280,8 +324,9 @@ class ChangeApplier:
         delta.merge_diff(
             log_diff, self.log_path, on=f"t.{CHANGE_ID} = s.{CHANGE_ID} AND s.{delta.ACTION} = 'delete'"
         )
-        delta.sync_rows(table_rows(mine, self.mode), self.path, identity=self.identity, scope=keys)
-        self._merge_latest(self._latest_of(mine))
+        self._recompute(keys, mine)
+        if self.keeps_latest(changes.sparkSession):
+            self._merge_latest(self._latest_of(mine))
 
     def logged_changes(self, spark: SparkSession, condition: str | None) -> int:
         """Changes the log holds for the keys with changes matching ``condition`` (the shrink
@@ -298,6 +343,10 @@ class ChangeApplier:
     def logged_of(self, keys: DataFrame) -> DataFrame:
         log = keys.sparkSession.read.format("delta").load(self.log_path)
         return log.join(keys, self.keys, "left_semi")
+
+    def _recompute(self, keys: DataFrame, changes: DataFrame) -> None:
+        """Replace the rows of ``keys`` with what ``changes`` (all of theirs) make of them."""
+        delta.sync_rows(table_rows(changes, self.mode), self.path, identity=self.identity, scope=keys)
 
     def _latest_of(self, changes: DataFrame) -> DataFrame:
         """The latest changes of the keys of ``changes`` (all of theirs)."""
