@@ -18,7 +18,7 @@ each key's latest change kept (log, table, latest changes) and as it does while 
 
 Writes ``bench/results/growth.json`` and ``growth.png``; prints the ratios (10x / 1x). Figures
 are printed, never asserted. Usage: ``.venv/bin/python bench/growth.py [--base 200000]
-[--gold-base N] [--parts silver,gold,changes]``.
+[--gold-base 2000000] [--parts silver,gold,changes]``.
 """
 
 from __future__ import annotations
@@ -312,7 +312,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--changes", type=int, default=200_000, help="Changes logged at 1x.")
     parser.add_argument("--change-batch", type=int, default=2_000, help="Changes per micro-batch.")
-    parser.add_argument("--gold-base", type=int, help="Gold rows at 1x (default: --base).")
+    parser.add_argument(
+        "--gold-base", type=int, default=2_000_000,
+        help="Gold rows at 1x (a size where an unbounded MERGE grows with the table).",
+    )  # fmt: skip
     parser.add_argument(
         "--parts", default="silver,gold,changes",
         help="What to measure (comma-separated: silver, gold, changes); the others' figures are kept.",
@@ -330,8 +333,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         kept = args.out / "growth.json"
         results = json.loads(kept.read_text()) if parts != ALL_PARTS and kept.exists() else {}
         if parts & {"silver", "gold"}:
-            gold_base = args.gold_base or args.base
-            results.update(measure(spark, Path(tmp), args.base, args.batch, args.repeats, parts, gold_base))
+            results.update(
+                measure(spark, Path(tmp), args.base, args.batch, args.repeats, parts, args.gold_base)
+            )
         if "changes" in parts:
             results.update(change_costs(spark, Path(tmp), args.changes, args.change_batch, args.repeats))
         results["load_average_1m"] = round(os.getloadavg()[0], 2)
