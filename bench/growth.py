@@ -119,7 +119,7 @@ def change_costs(spark: SparkSession, root: Path, changes: int, batch: int, repe
             history = normalize(change_events(spark, 0, logged), table)
             applier.ensure(history)
             applier.apply_slice(history, None)  # the log and the table at once
-            applier.keep_latest_if_long(spark)  # and the latest changes, from the log
+            applier.start_latest_if_long(spark)  # and the latest changes, from the log
             run_id = str(uuid.uuid4())
 
             def now(

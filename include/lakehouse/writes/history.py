@@ -25,7 +25,8 @@ with the log. Only keys with a late change (older than, or as old as, their late
 delivered again, an out-of-order connector) are recomputed from their logged changes; type 1
 never needs the log. Keeping it costs a second MERGE per micro-batch, more than a short log's
 scan costs (``bench/growth.py``). It is always computed from the log when it starts, so it is
-never behind it.
+never behind it; only the stream writes it, and a backfill marks it stale (the stream computes
+it again from the log when it resumes).
 
 Backfills of a slice recompute the keys with changes in the slice, from every change of theirs
 in bronze, replacing their logged changes too; a full refresh rebuilds log and table.
@@ -42,6 +43,7 @@ from pyspark.sql import functions as F
 from lakehouse import delta
 from lakehouse.spec import ChangeMode, Scd2
 from lakehouse.spec.modes.scd import CHANGE_ID, CHANGE_OP, CHANGE_SEQUENCE, CHANGE_TIME, CHANGE_VERSION
+from lakehouse.state import storage
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, SparkSession
@@ -138,6 +140,10 @@ def latest_changes(changes: DataFrame, rows: DataFrame | None, mode: ChangeMode)
     if MAX_TIME not in changes.columns:
         changes = changes.withColumn(MAX_TIME, F.col(CHANGE_TIME))
     newest = Window.partitionBy(*keys).orderBy(F.col(CHANGE_VERSION).desc())
+    # one change per sequence, as versions() counts them: a change that lost at its sequence
+    # does not move the time
+    same_sequence = Window.partitionBy(*keys, CHANGE_SEQUENCE).orderBy(F.col(CHANGE_VERSION).desc())
+    changes = changes.withColumn("_n", F.row_number().over(same_sequence)).where("_n = 1").drop("_n")
     latest = (
         changes.withColumn(MAX_TIME, F.max(MAX_TIME).over(Window.partitionBy(*keys)))
         .withColumn("_n", F.row_number().over(newest))
@@ -171,12 +177,14 @@ class ChangeApplier:
         self.path = lake.table(table.name)
         self.log_path = lake.table(table.changes)
         self.latest_path = lake.table(table.latest_changes)
+        self.stale_mark = f"{self.latest_path}/_stale"  # hidden from Delta and its VACUUM
         self.identity = [*self.mode.keys, *(["_start_seq"] if isinstance(self.mode, Scd2) else [])]
 
     def ensure(self, changes: DataFrame) -> None:
         """Create the change log and the table (with its change data feed, which readers of the
-        table stream) from the schema of the flow's change rows; keep each key's latest change
-        once the log is long (see :meth:`keep_latest_if_long`)."""
+        table stream) from the schema of the flow's change rows, and repair the latest changes
+        kept beside a long log (:meth:`repair_latest`; a stream starts keeping them:
+        :meth:`start_latest_if_long`)."""
         spark = changes.sparkSession
         new_log = delta.ensure_table(
             spark, self.log_path, changes.schema, name=self.table.changes,
@@ -187,22 +195,30 @@ class ChangeApplier:
             comment=self.table.description, partition_by=self.table.partition_by,
             properties=delta.CHANGE_DATA_FEED,
         )  # fmt: skip
-        self.keep_latest_if_long(spark, new_log=new_log)
+        self.repair_latest(spark, new_log=new_log)
 
     def keeps_latest(self, spark: SparkSession) -> bool:
         """Whether each key's latest change is kept beside the log (then every write keeps it)."""
         return delta.exists(spark, self.latest_path)
 
-    def keep_latest_if_long(self, spark: SparkSession, *, new_log: bool = False) -> None:
-        """Start keeping each key's latest change, computed from the log, once the log holds
-        ``long_log`` changes; compute it again when the log is new (an older one was moved
-        away) or a crash came between its creation and its rows. Always exact: it is the log's."""
-        log = spark.read.format("delta").load(self.log_path)
-        if self.keeps_latest(spark):
-            if new_log or delta.latest_version(spark, self.latest_path) == 0:
-                delta.replace(self._latest_of(log), self.latest_path, None)
+    def repair_latest(self, spark: SparkSession, *, new_log: bool = False) -> None:
+        """Compute the kept latest changes again from the log (always exact: they are the log's)
+        when the log is new (an older one was moved away), a backfill changed the log (it left
+        its mark), or a crash came between their creation and their rows."""
+        if not self.keeps_latest(spark):
             return
-        if new_log or log.count() < self.long_log:
+        stale = storage.exists(spark, self.stale_mark)
+        if new_log or stale or delta.latest_version(spark, self.latest_path) == 0:
+            log = spark.read.format("delta").load(self.log_path)
+            delta.replace(self._latest_of(log), self.latest_path, None)
+            if stale:
+                storage.remove_tree(spark, self.stale_mark)
+
+    def start_latest_if_long(self, spark: SparkSession) -> None:
+        """Start keeping each key's latest change, computed from the log, once it holds
+        ``long_log`` changes. Only a stream does (backfills run while it is paused)."""
+        log = spark.read.format("delta").load(self.log_path)
+        if self.keeps_latest(spark) or log.count() < self.long_log:
             return
         delta.ensure_table(
             spark, self.latest_path, self._latest_of(log.limit(0)).schema, name=self.table.latest_changes,
@@ -227,13 +243,14 @@ class ChangeApplier:
             replay_possible=replay_possible,
         )  # fmt: skip
         keys = changes.select(*self.keys).distinct()
+        if replay_possible or batch_id % self.check_every == 0:  # a run's first batch: after a pause
+            self.repair_latest(spark)
+            self.start_latest_if_long(spark)  # (a batch already logged is then late: exact)
         if not self.keeps_latest(spark):  # a short log: its keys recomputed from all their changes
             delta.once(
                 spark, lambda: self._recompute(keys, self.logged_of(keys)),
                 path=self.path, app_id=app_id, version=batch_id, what=what, replay_possible=replay_possible,
             )  # fmt: skip
-            if batch_id % self.check_every == 0:
-                self.keep_latest_if_long(spark)
             return
         known = spark.read.format("delta").load(self.latest_path).join(keys, self.keys, "left_semi").cache()
         cached = [known]
@@ -310,12 +327,14 @@ class ChangeApplier:
         """Recompute the keys with changes matching ``condition`` (all keys when ``None``) from
         ``changes`` (every change of the feed, as bronze holds it now), and replace their logged
         changes and latest changes: one attempt, which the backfill repeats from fresh inputs on
-        a conflict."""
+        a conflict. Kept latest changes are marked stale first: the stream computes them again
+        from the log when it resumes (a crash in between leaves them marked, never behind)."""
+        spark = changes.sparkSession
+        if self.keeps_latest(spark):
+            storage.write_text(spark, self.stale_mark, "a backfill changed the change log\n")
         if condition is None:
             delta.replace(changes, self.log_path, None)
             delta.replace(table_rows(changes, self.mode), self.path, None)
-            if self.keeps_latest(changes.sparkSession):
-                delta.replace(self._latest_of(changes), self.latest_path, None)
             return
         keys = changes.where(condition).select(*self.keys).distinct()
         mine = changes.join(keys, self.keys, "left_semi")
@@ -325,8 +344,6 @@ class ChangeApplier:
             log_diff, self.log_path, on=f"t.{CHANGE_ID} = s.{CHANGE_ID} AND s.{delta.ACTION} = 'delete'"
         )
         self._recompute(keys, mine)
-        if self.keeps_latest(changes.sparkSession):
-            self._merge_latest(self._latest_of(mine))
 
     def logged_changes(self, spark: SparkSession, condition: str | None) -> int:
         """Changes the log holds for the keys with changes matching ``condition`` (the shrink
