@@ -358,7 +358,7 @@ def merge_diff(df: DataFrame, path: str, *, on: str) -> None:
     Rows that stay the same are not rewritten."""
     columns = [c for c in df.columns if c != ACTION]
     values = {f"`{c}`": f"s.`{c}`" for c in columns}
-    same = " AND ".join(f"t.`{c}` <=> s.`{c}`" for c in columns)
+    same = identity_match(columns)
     check_fences()
     (
         DeltaTable.forPath(df.sparkSession, path).alias("t").merge(df.alias("s"), on)

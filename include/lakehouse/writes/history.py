@@ -63,10 +63,15 @@ def data_columns(changes: DataFrame, mode: ChangeMode) -> list[str]:
     return [c for c in changes.columns if c not in CHANGE_METADATA and c not in mode.keys]
 
 
+def greatest_version(changes: DataFrame, *by: str) -> DataFrame:
+    """The change with the greatest ``_version`` of each group of ``by``."""
+    newest = Window.partitionBy(*by).orderBy(F.col(CHANGE_VERSION).desc())
+    return changes.withColumn("_n", F.row_number().over(newest)).where("_n = 1").drop("_n")
+
+
 def current_state(changes: DataFrame, mode: ChangeMode) -> DataFrame:
     """Type 1: per key, its latest change (greatest ``_version``) unless that is a delete."""
-    latest = Window.partitionBy(*mode.keys).orderBy(F.col(CHANGE_VERSION).desc())
-    rows = changes.withColumn("_n", F.row_number().over(latest)).where("_n = 1")
+    rows = greatest_version(changes, *mode.keys)
     return rows.where(F.col(CHANGE_OP) != "d").select(
         *mode.keys, *data_columns(changes, mode), CHANGE_SEQUENCE, F.col(CHANGE_TIME).alias(CHANGED_AT)
     )
@@ -88,8 +93,7 @@ def versions(changes: DataFrame, mode: Scd2) -> DataFrame:
     tracked = list(mode.track) or data
     # One change per key and sequence: duplicates are one change; at one sequence the greatest
     # version wins (a delete, then a deterministic choice), as in the type 1 table.
-    same_sequence = Window.partitionBy(*keys, CHANGE_SEQUENCE).orderBy(F.col(CHANGE_VERSION).desc())
-    events = changes.withColumn("_n", F.row_number().over(same_sequence)).where("_n = 1")
+    events = greatest_version(changes, *keys, CHANGE_SEQUENCE)
     ordered = Window.partitionBy(*keys).orderBy(CHANGE_SEQUENCE)
     so_far = ordered.rowsBetween(Window.unboundedPreceding, Window.currentRow)
     values: Column = F.struct(*[F.col(f"`{c}`") for c in tracked])
@@ -139,16 +143,11 @@ def latest_changes(changes: DataFrame, rows: DataFrame | None, mode: ChangeMode)
     keys = list(mode.keys)
     if MAX_TIME not in changes.columns:
         changes = changes.withColumn(MAX_TIME, F.col(CHANGE_TIME))
-    newest = Window.partitionBy(*keys).orderBy(F.col(CHANGE_VERSION).desc())
     # one change per sequence, as versions() counts them: a change that lost at its sequence
     # does not move the time
-    same_sequence = Window.partitionBy(*keys, CHANGE_SEQUENCE).orderBy(F.col(CHANGE_VERSION).desc())
-    changes = changes.withColumn("_n", F.row_number().over(same_sequence)).where("_n = 1").drop("_n")
-    latest = (
-        changes.withColumn(MAX_TIME, F.max(MAX_TIME).over(Window.partitionBy(*keys)))
-        .withColumn("_n", F.row_number().over(newest))
-        .where("_n = 1")
-        .drop("_n")
+    changes = greatest_version(changes, *keys, CHANGE_SEQUENCE)
+    latest = greatest_version(
+        changes.withColumn(MAX_TIME, F.max(MAX_TIME).over(Window.partitionBy(*keys))), *keys
     )
     if not isinstance(mode, Scd2):
         return latest
@@ -201,25 +200,27 @@ class ChangeApplier:
         """Whether each key's latest change is kept beside the log (then every write keeps it)."""
         return delta.exists(spark, self.latest_path)
 
-    def repair_latest(self, spark: SparkSession, *, new_log: bool = False) -> None:
+    def repair_latest(self, spark: SparkSession, *, new_log: bool = False) -> bool:
         """Compute the kept latest changes again from the log (always exact: they are the log's)
         when the log is new (an older one was moved away), a backfill changed the log (it left
-        its mark), or a crash came between their creation and their rows."""
+        its mark), or a crash came between their creation and their rows. Whether they are kept."""
         if not self.keeps_latest(spark):
-            return
+            return False
         stale = storage.exists(spark, self.stale_mark)
         if new_log or stale or delta.latest_version(spark, self.latest_path) == 0:
             log = spark.read.format("delta").load(self.log_path)
             delta.replace(self._latest_of(log), self.latest_path, None)
             if stale:
                 storage.remove_tree(spark, self.stale_mark)
+        return True
 
-    def start_latest_if_long(self, spark: SparkSession) -> None:
-        """Start keeping each key's latest change, computed from the log, once it holds
-        ``long_log`` changes. Only a stream does (backfills run while it is paused)."""
+    def start_latest_if_long(self, spark: SparkSession) -> bool:
+        """Start keeping each key's latest change (not kept yet), computed from the log, once it holds
+        ``long_log`` changes (their first keeper is the stream: backfills run while it is paused).
+        Whether they are kept now."""
         log = spark.read.format("delta").load(self.log_path)
-        if self.keeps_latest(spark) or log.count() < self.long_log:
-            return
+        if log.count() < self.long_log:
+            return False
         delta.ensure_table(
             spark, self.latest_path, self._latest_of(log.limit(0)).schema, name=self.table.latest_changes,
             comment=f"The latest change of each key of {self.table.name}",
@@ -227,6 +228,7 @@ class ChangeApplier:
         delta.replace(self._latest_of(log), self.latest_path, None)
         _log.info("%s: its change log holds %s changes or more: each key's latest change is kept "
                   "beside it from now on", self.table.name, f"{self.long_log:,}")  # fmt: skip
+        return True
 
     # ---------------------------------------------------------------- streams
     def apply_batch(
@@ -244,9 +246,11 @@ class ChangeApplier:
         )  # fmt: skip
         keys = changes.select(*self.keys).distinct()
         if replay_possible or batch_id % self.check_every == 0:  # a run's first batch: after a pause
-            self.repair_latest(spark)
-            self.start_latest_if_long(spark)  # (a batch already logged is then late: exact)
-        if not self.keeps_latest(spark):  # a short log: its keys recomputed from all their changes
+            # (started now, the batch already logged is late: exact)
+            kept = self.repair_latest(spark) or self.start_latest_if_long(spark)
+        else:
+            kept = self.keeps_latest(spark)
+        if not kept:  # a short log: its keys recomputed from all their changes
             delta.once(
                 spark, lambda: self._recompute(keys, self.logged_of(keys)),
                 path=self.path, app_id=app_id, version=batch_id, what=what, replay_possible=replay_possible,
