@@ -56,6 +56,7 @@ CHANGE_METADATA = (CHANGE_OP, CHANGE_SEQUENCE, CHANGE_TIME, CHANGE_ID, CHANGE_VE
 CHANGED_AT = "_changed_at"  # Scd1: when the row's latest change happened
 MAX_TIME, OPEN_SEQ, OPEN_FROM = "_max_ts", "_open_seq", "_open_from"  # what a key's latest change adds
 HISTORY_COLUMNS = ("valid_from", "valid_to", "is_current", "_start_seq", "_end_seq", "_end_op")
+CURRENT = "is_current"
 
 
 def data_columns(changes: DataFrame, mode: ChangeMode) -> list[str]:
@@ -191,10 +192,18 @@ class ChangeApplier:
         )  # fmt: skip
         delta.ensure_table(
             spark, self.path, table_rows(changes.limit(0), self.mode).schema, name=self.table.name,
-            comment=self.table.description, partition_by=self.table.partition_by,
+            comment=self.table.description, partition_by=self.partitioning,
             properties=delta.CHANGE_DATA_FEED,
         )  # fmt: skip
         self.repair_latest(spark, new_log=new_log)
+
+    @property
+    def partitioning(self) -> tuple[str, ...]:
+        """The table's partition columns: the declared ones and, for ``Scd2``, ``is_current``
+        (a micro-batch continuing keys in order only changes their current versions: its MERGE
+        reads and rewrites the current partition, whose size does not grow with the history)."""
+        declared = tuple(self.table.partition_by)
+        return (*declared, CURRENT) if isinstance(self.mode, Scd2) and CURRENT not in declared else declared
 
     def keeps_latest(self, spark: SparkSession) -> bool:
         """Whether each key's latest change is kept beside the log (then every write keeps it)."""
@@ -259,9 +268,10 @@ class ChangeApplier:
         known = spark.read.format("delta").load(self.latest_path).join(keys, self.keys, "left_semi").cache()
         cached = [known]
         try:
-            diff, latest = self._advance(changes, known, cached)
+            diff, latest, current_only = self._advance(changes, known, cached)
+            on = delta.identity_match(self.identity) + (f" AND t.{CURRENT}" if current_only else "")
             delta.once(
-                spark, lambda: delta.merge_diff(diff, self.path, on=delta.identity_match(self.identity)),
+                spark, lambda: delta.merge_diff(diff, self.path, on=on),
                 path=self.path, app_id=app_id, version=batch_id, what=what, replay_possible=replay_possible,
             )  # fmt: skip
             delta.once(
@@ -274,16 +284,17 @@ class ChangeApplier:
 
     def _advance(
         self, changes: DataFrame, known: DataFrame, cached: list[DataFrame]
-    ) -> tuple[DataFrame, DataFrame]:
+    ) -> tuple[DataFrame, DataFrame, bool]:
         """The table's diff and the new latest changes for a micro-batch's ``changes``, given the
-        latest changes ``known`` of its keys before it (``cached``: what it persisted)."""
+        latest changes ``known`` of its keys before it (``cached``: what it persisted), and whether
+        the diff only touches current versions (``Scd2`` keys continued in order)."""
         ordered = changes.withColumn(MAX_TIME, F.col(CHANGE_TIME))
         before = known.select(*changes.columns, MAX_TIME)
         if not isinstance(self.mode, Scd2):  # the latest change wins, whenever it arrives
             latest = latest_changes(ordered.unionByName(before), None, self.mode)
             fresh = current_state(latest.drop(MAX_TIME), self.mode)
             scope = changes.select(*self.keys).distinct()
-            return delta.sync_diff(fresh, self.path, identity=self.identity, scope=scope), latest
+            return delta.sync_diff(fresh, self.path, identity=self.identity, scope=scope), latest, False
         late = (
             changes.join(known.select(*self.keys, F.col(CHANGE_SEQUENCE).alias("_known_seq")), self.keys)
             .where(F.col(CHANGE_SEQUENCE) <= F.col("_known_seq"))
@@ -312,15 +323,15 @@ class ChangeApplier:
         cached.append(runs)
         diff = runs.withColumn(delta.ACTION, F.lit("upsert"))  # no version of theirs ends or goes
         latest = latest_changes(in_order.unionByName(continued), runs, self.mode)
-        if not late.isEmpty():  # recomputed from their logged changes, this batch's included
-            logged = self.logged_of(late)
-            recomputed = versions(logged, self.mode).persist()
-            cached.append(recomputed)
-            diff = diff.unionByName(
-                delta.sync_diff(recomputed, self.path, identity=self.identity, scope=late)
-            )
-            latest = latest.unionByName(latest_changes(logged, recomputed, self.mode))
-        return diff, latest
+        if late.isEmpty():  # a version continued is its key's current one; the others are new
+            return diff, latest, True
+        # the late keys: recomputed from their logged changes, this batch's included
+        logged = self.logged_of(late)
+        recomputed = versions(logged, self.mode).persist()
+        cached.append(recomputed)
+        diff = diff.unionByName(delta.sync_diff(recomputed, self.path, identity=self.identity, scope=late))
+        latest = latest.unionByName(latest_changes(logged, recomputed, self.mode))
+        return diff, latest, False
 
     def _merge_latest(self, latest: DataFrame) -> None:
         diff = latest.withColumn(delta.ACTION, F.lit("upsert"))

@@ -8,6 +8,7 @@ import json
 import random
 import uuid
 from datetime import UTC, datetime
+from pathlib import Path
 
 import pytest
 from pyspark.sql import DataFrame, SparkSession
@@ -283,3 +284,41 @@ def test_a_random_feed_in_batches_equals_its_history_by_hand(
     assert sorted((r.id, r.name, r.segment) for r in read(lake.table(CURRENT.name)).collect()) == want_state
     assert kept == ([False] * 4 + [True] * 4) * 2, "kept from the run that starts with 40 logged"
     assert {4, 5, 7} & set(late), "a late change after the switch, recomputed from the log"
+
+
+def test_in_order_changes_leave_closed_versions_alone(spark: SparkSession, tmp_path, monkeypatch) -> None:
+    """A history table is partitioned by ``is_current``: once each key's latest change is kept, a
+    micro-batch continuing keys in order reads and rewrites only the current versions' files (its
+    cost does not grow with the history), and the table is still the history by hand."""
+    lake = Lake(str(tmp_path / "lake"))
+    monkeypatch.setattr(ChangeApplier, "long_log", 1)  # kept from the first batch
+    applier = ChangeApplier(lake, HISTORY)
+    waves = [
+        [event("c", 1, 1, "x", "a"), event("c", 2, 2, "y", "a"), event("c", 3, 3, "z", "a")],
+        [event("u", 4, 1, "x", "b"), event("u", 5, 3, "w", "a")],  # closes 1's version; 3 in place
+        [event("u", 6, 1, "x", "c"), event("d", 7, 2)],  # closes 1's second and 2's only version
+        [event("u", 8, 1, "v", "c")],
+    ]
+    applier.ensure(changes(spark, HISTORY, waves[0]))
+    run = str(uuid.uuid4())
+    for batch_id, wave in enumerate(waves):
+        applier.apply_batch(
+            changes(spark, HISTORY, wave), app_id=run, batch_id=batch_id, replay_possible=False
+        )
+    path = lake.table(HISTORY.name)
+    got = spark.read.format("delta").load(path).orderBy("id", "valid_from").collect()
+    assert [(r.id, r.name, r.segment, r.valid_from, r.valid_to, r.is_current, r["_end_op"]) for r in got] == [
+        (1, "x", "a", at(1), at(4), False, "u"),
+        (1, "x", "b", at(4), at(6), False, "u"),
+        (1, "v", "c", at(6), None, True, None),
+        (2, "y", "a", at(2), at(7), False, "d"),
+        (3, "w", "a", at(3), None, True, None),
+    ]
+    log = sorted(Path(path, "_delta_log").glob("*.json"))
+    actions = [json.loads(line) for file in log for line in file.read_text().splitlines()]
+    (metadata,) = [a["metaData"] for a in actions if "metaData" in a]
+    assert metadata["partitionColumns"] == ["is_current"]
+    merges = [a["commitInfo"] for a in actions if a.get("commitInfo", {}).get("operation") == "MERGE"]
+    assert len(merges) == len(waves)
+    removed = [a["remove"]["path"] for a in actions if "remove" in a]
+    assert removed and all(p.startswith("is_current=true/") for p in removed), "a closed version rewritten"
