@@ -1,0 +1,310 @@
+"""A second backfill workload with a real shape: web-shop orders, the platform against hand-written
+PySpark batch jobs.
+
+Workload (``bench/benchpipelines/orders``): one day of orders as JSON lines with nested fields (a
+customer with an address, an array of items, payment with a card, shipping, device: 15 top-level
+columns, 30 leaves), 1 % of them delivered twice; bronze, a silver table keyed by order
+(``Append(keys)``: duplicates dropped) and two gold tables of windowed sums (per country and
+hour, per payment method and 10 minutes).
+
+Measured in one process (one local Spark session, ``local[2]``) on the same landing files:
+``lakehouse.run.batch.backfill`` of the day, and the backfill as users run it (``lakehouse
+backfill``: coordinated with the streams, on a lake whose flows never streamed), against the
+same four tables written by hand as plain PySpark batch jobs: orders per second per core, ratios,
+each backfill's phases per layer beside the hand-written job's seconds per layer. The answers are
+checked against the generator's own record (orders, amount in cents): silver holds each order
+once, gold sums to the day's totals, in all three lakes.
+
+Writes ``bench/results/wide.json`` and ``wide.png``. Figures are printed, never asserted.
+Usage: ``.venv/bin/python bench/wide.py [--orders 5000000 --files 16]`` (``make bench``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+BENCH = Path(__file__).resolve().parent
+sys.path.insert(0, str(BENCH))  # the benchpipelines package
+
+from lakehouse import registry  # noqa: E402
+from lakehouse.core.lake import Lake  # noqa: E402
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+    from lakehouse.spec import Pipeline
+
+RESULTS = BENCH / "results"
+DAY = datetime(2026, 6, 1, tzinfo=UTC)
+CORES = 2  # local[2]
+DUPLICATE_EVERY = 100  # every 100th order is delivered twice
+GOLD = ("gold.revenue_by_country", "gold.orders_by_payment")
+
+
+def pipeline() -> Pipeline:
+    return registry.get("benchpipelines", "orders")
+
+
+def order_lines(spark: SparkSession, orders: int) -> DataFrame:
+    """``orders`` orders of the day, one row each: its ``id`` (event-time order), its JSON line
+    (``value``) and its amount in cents (``amount_cents``, the generator's own record)."""
+    millis = int(timedelta(days=1).total_seconds() * 1000) // orders
+    pick = "element_at(array({}), CAST(pmod(xxhash64(id, {}), {}) AS INT) + 1)"
+
+    def choice(values: tuple[str, ...], salt: int) -> str:
+        return pick.format(", ".join(f"'{v}'" for v in values), salt, len(values))
+
+    countries = ("DE", "FR", "NL", "ES", "IT", "PL", "SE", "AT", "BE", "DK", "PT", "IE", "FI", "CZ", "GR")
+    items = (
+        "transform(sequence(1, CAST(pmod(xxhash64(id, 20), 4) AS INT) + 1), i -> named_struct("
+        "'sku', concat('sku-', pmod(xxhash64(id, i, 21), 5000)), "
+        "'qty', CAST(pmod(xxhash64(id, i, 22), 3) AS INT) + 1, "
+        "'price_cents', CAST(pmod(xxhash64(id, i, 23), 10000) AS INT) + 100))"
+    )
+    order = f"""
+        named_struct(
+          'order_id', concat('o-', id),
+          'event_time', date_format(timestamp_millis({int(DAY.timestamp() * 1000)} + id * {millis}),
+                                    "yyyy-MM-dd'T'HH:mm:ss.SSS'Z'"),
+          'status', {choice(("placed", "paid", "shipped", "delivered", "returned"), 1)},
+          'channel', {choice(("web", "ios", "android", "partner"), 2)},
+          'coupon', CASE WHEN pmod(xxhash64(id, 3), 10) = 0 THEN concat('SAVE', pmod(id, 50)) END,
+          'currency', 'EUR',
+          'session_id', md5(CAST(id AS STRING)),
+          'referrer', {choice(("search", "social", "email", "direct", "affiliate"), 4)},
+          'campaign', concat('cmp-', pmod(xxhash64(id, 5), 40)),
+          'notes', CASE WHEN pmod(xxhash64(id, 6), 20) = 0 THEN 'leave at the door' END,
+          'customer', named_struct(
+            'id', concat('c-', pmod(xxhash64(id, 7), 200000)),
+            'name', concat('Customer ', pmod(xxhash64(id, 7), 200000)),
+            'email', concat('c', pmod(xxhash64(id, 7), 200000), '@example.com'),
+            'tier', {choice(("basic", "silver", "gold"), 8)},
+            'address', named_struct(
+              'street', concat(pmod(xxhash64(id, 9), 300) + 1, ' Main Street'),
+              'city', concat('City ', pmod(xxhash64(id, 10), 500)),
+              'zip', lpad(CAST(pmod(xxhash64(id, 11), 99999) AS STRING), 5, '0'),
+              'country', {choice(countries, 12)})),
+          'items', {items},
+          'payment', named_struct(
+            'method', {choice(("card", "paypal", "transfer", "voucher"), 13)},
+            'installments', CAST(pmod(xxhash64(id, 14), 6) AS INT) + 1,
+            'card', named_struct('brand', {choice(("visa", "mastercard", "amex"), 15)},
+                                 'country', {choice(countries, 16)})),
+          'shipping', named_struct(
+            'carrier', {choice(("dhl", "ups", "dpd", "gls"), 17)},
+            'speed', {choice(("standard", "express"), 18)},
+            'cost_cents', CAST(pmod(xxhash64(id, 19), 1000) AS INT)),
+          'device', named_struct(
+            'os', {choice(("linux", "windows", "macos", "ios", "android"), 24)},
+            'browser', {choice(("firefox", "chrome", "safari", "edge"), 25)},
+            'ip', concat_ws('.', '10', pmod(id, 256), pmod(xxhash64(id, 26), 256), pmod(xxhash64(id, 27), 256))))
+    """
+    amount = f"aggregate({items}, 0L, (total, i) -> total + i.qty * i.price_cents)"
+    return spark.range(orders).selectExpr("id", f"to_json({order}) AS value", f"{amount} AS amount_cents")
+
+
+def land(spark: SparkSession, directory: Path, orders: int, files: int) -> dict[str, int]:
+    """The day's order lines in ``files`` files under ``directory`` (in event-time order: a
+    duplicate lands beside its first copy), and the generator's record: orders, lines, amount."""
+    once = order_lines(spark, orders)
+    lines = once.unionByName(once.where(f"id % {DUPLICATE_EVERY} = 0"))
+    staged = directory.parent / f".{directory.name}-staged"
+    lines.repartitionByRange(files, "id").sortWithinPartitions("id").select("value").write.mode(
+        "overwrite"
+    ).text(str(staged))
+    directory.mkdir(parents=True, exist_ok=True)
+    for n, part in enumerate(sorted(staged.glob("part-*"))):
+        part.rename(directory / f"orders-{n:04d}.json")
+    shutil.rmtree(staged)
+    total = once.agg({"amount_cents": "sum"}).collect()[0][0]
+    return {
+        "orders": orders,
+        "lines": orders + len(range(0, orders, DUPLICATE_EVERY)),
+        "amount_cents": int(total),
+    }
+
+
+def share_landing(source: Path, lake: Lake) -> None:
+    """The same landing files in another lake (hard links: no copy of the bytes)."""
+    shutil.copytree(source, Path(lake.root) / "landing", copy_function=os.link, dirs_exist_ok=True)
+
+
+# ---------------------------------------------------------------------- the two implementations
+def run_plain_batch(spark: SparkSession, root: Path, landing: Path) -> tuple[float, dict[str, float]]:
+    """The four tables written by hand as batch jobs over the day, each read, transformed and
+    written once (the transforms are the pipeline's functions). Seconds, in all and per layer."""
+    from benchpipelines.orders import transforms
+    from benchpipelines.orders.pipeline import SCHEMA
+    from pyspark.sql import functions as F
+
+    tables = root / "batch-tables"
+    layers: dict[str, float] = {}
+    began = clock = time.perf_counter()
+
+    def lap(layer: str) -> None:
+        nonlocal clock
+        now = time.perf_counter()
+        layers[layer] = layers.get(layer, 0.0) + now - clock
+        clock = now
+
+    schema = SCHEMA.replace(" NOT NULL", "")
+    orders = spark.read.format("text").load(str(landing)).select(F.from_json("value", schema).alias("o"))
+    orders.select("o.*").write.format("delta").mode("overwrite").save(str(tables / "bronze"))
+    lap("bronze")
+    bronze = spark.read.format("delta").load(str(tables / "bronze"))
+    silver = transforms.flat_orders(bronze.where("order_id IS NOT NULL")).dropDuplicates(["order_id"])
+    silver.write.format("delta").mode("overwrite").save(str(tables / "silver"))
+    lap("silver")
+    flat = spark.read.format("delta").load(str(tables / "silver"))
+    for name, transform in (
+        ("revenue_by_country", transforms.revenue_by_country),
+        ("orders_by_payment", transforms.orders_by_payment),
+    ):
+        transform(flat).write.format("delta").mode("overwrite").save(str(tables / name))
+        lap("gold")
+    return time.perf_counter() - began, layers
+
+
+def run_backfill(spark: SparkSession, lake: Lake, *, coordinated: bool) -> tuple[float, list[Any]]:
+    """The platform's backfill of the day: the library call, or as users run it (coordinated)."""
+    from lakehouse.slices import Slice
+
+    day = Slice(DAY, DAY + timedelta(days=1))
+    began = time.perf_counter()
+    if coordinated:
+        from lakehouse.core.config import Settings
+        from lakehouse.run.coordination import backfill
+
+        steps = backfill(spark, Settings(root=lake.root), pipeline(), day)
+    else:
+        from lakehouse.run.batch import backfill as library_backfill
+
+        steps = library_backfill(spark, lake, pipeline(), day)
+    return time.perf_counter() - began, steps
+
+
+def answers(spark: SparkSession, silver: str, gold: tuple[str, ...]) -> dict[str, int]:
+    """What the tables say: silver's orders and each gold table's sums."""
+    out = {"silver_orders": spark.read.format("delta").load(silver).count()}
+    for path in gold:
+        row = spark.read.format("delta").load(path).agg({"orders": "sum", "amount_cents": "sum"}).collect()[0]
+        name = Path(path).name.split(".")[-1]
+        out[f"{name}_orders"] = int(row["sum(orders)"] or 0)
+        out[f"{name}_amount_cents"] = int(row["sum(amount_cents)"] or 0)
+    return out
+
+
+def bench(spark: SparkSession, work: Path, orders: int, files: int) -> dict[str, Any]:
+    """Land the day once, run the three ways on it, and put the figures side by side."""
+    from ysb import phases_per_layer
+
+    source = Lake(str(work / "source"))
+    landing = Path(source.landing("orders", "orders"))
+    print(f"generating {orders:,} orders in {files} files ...", flush=True)
+    record = land(spark, landing, orders, files)
+    lakes = {name: Lake(str(work / name)) for name in ("backfill", "user-backfill", "plain-batch")}
+    for lake in lakes.values():
+        share_landing(Path(source.root) / "landing", lake)
+    print("hand-written batch jobs ...", flush=True)
+    plain_root = Path(lakes["plain-batch"].root)
+    plain_s, plain_layers = run_plain_batch(
+        spark, plain_root, Path(lakes["plain-batch"].landing("orders", "orders"))
+    )
+    print("platform backfill ...", flush=True)
+    backfill_s, backfill_steps = run_backfill(spark, lakes["backfill"], coordinated=False)
+    print("lakehouse backfill (coordinated) ...", flush=True)
+    user_s, user_steps = run_backfill(spark, lakes["user-backfill"], coordinated=True)
+    rate = lambda seconds: round(orders / seconds / CORES, 1)  # noqa: E731
+    platform_answers = {
+        name: answers(spark, lake.table("silver.orders"), tuple(lake.table(t) for t in GOLD))
+        for name, lake in (("backfill", lakes["backfill"]), ("user_backfill", lakes["user-backfill"]))
+    }
+    tables = plain_root / "batch-tables"
+    plain_answers = answers(
+        spark, str(tables / "silver"), (str(tables / "revenue_by_country"), str(tables / "orders_by_payment"))
+    )
+    return {
+        "cores": CORES,
+        "orders": orders,
+        "files": files,
+        "landing_bytes": sum(f.stat().st_size for f in landing.iterdir()),
+        "generator": record,
+        "plain_batch_seconds": round(plain_s, 2),
+        "backfill_seconds": round(backfill_s, 2),
+        "user_backfill_seconds": round(user_s, 2),
+        "plain_batch_rows_per_s_per_core": rate(plain_s),
+        "backfill_rows_per_s_per_core": rate(backfill_s),
+        "user_backfill_rows_per_s_per_core": rate(user_s),
+        "backfill_ratio": round(plain_s / backfill_s, 3),
+        "user_backfill_ratio": round(plain_s / user_s, 3),
+        "plain_batch_layers": {layer: round(spent, 3) for layer, spent in plain_layers.items()},
+        "backfill_phases": phases_per_layer(backfill_steps, backfill_s),
+        "user_backfill_phases": phases_per_layer(user_steps, user_s),
+        "answers": {"plain_batch": plain_answers, **platform_answers},
+        "load_average_1m": round(os.getloadavg()[0], 2),  # other work on the machine skews every figure
+        "spark": spark.version,
+        "measured_at": datetime.now(UTC).isoformat(timespec="seconds"),
+    }
+
+
+def chart(results: dict[str, Any], path: Path) -> None:
+    """Orders per second per core, three ways; and where each backfill's seconds went per layer."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from ysb import backfill_phases
+
+    fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.5), gridspec_kw={"width_ratios": [1, 2]})
+    kinds = [
+        ("plain_batch_rows_per_s_per_core", "plain batch jobs", "#888"),
+        ("backfill_rows_per_s_per_core", f"platform backfill ({results['backfill_ratio']:.2f})", "#2ca02c"),
+        ("user_backfill_rows_per_s_per_core",
+         f"lakehouse backfill, coordinated ({results['user_backfill_ratio']:.2f})", "#98df8a"),
+    ]  # fmt: skip
+    for k, (key, label, color) in enumerate(kinds):
+        left.bar(k, results[key], color=color, label=label)
+    left.set_xticks([])
+    left.set_ylabel("orders / s / core")
+    left.set_title(f"{results['orders']:,} orders, {results['landing_bytes'] / 1e9:.1f} GB of nested JSON")
+    left.legend(fontsize=8)
+    backfill_phases(right, "orders", results)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--orders", type=int, default=5_000_000)
+    parser.add_argument("--files", type=int, default=16)
+    parser.add_argument("--out", type=Path, default=RESULTS, help="Directory of wide.json and wide.png.")
+    args = parser.parse_args(argv)
+    from lakehouse.core.config import Settings
+    from lakehouse.state.session import spark_session
+
+    with tempfile.TemporaryDirectory(prefix="lakehouse-wide-") as tmp:
+        settings = Settings(root=f"{tmp}/spark", spark_master=f"local[{CORES}]", shuffle_partitions=CORES,
+                            spark_ui=False, spark_log_level="ERROR")  # fmt: skip
+        spark = spark_session(settings, app_name="lakehouse-wide")
+        results = bench(spark, Path(tmp), args.orders, args.files)
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "wide.json").write_text(json.dumps(results, indent=2) + "\n")
+    chart(results, args.out / "wide.png")
+    for key, value in results.items():
+        print(f"{key:<34} {value}")
+    print(f"wrote {args.out / 'wide.json'} and {args.out / 'wide.png'}")
+    return results
+
+
+if __name__ == "__main__":
+    main()
