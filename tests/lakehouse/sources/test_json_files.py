@@ -52,6 +52,22 @@ def test_each_kind_of_bad_line_is_kept_with_its_reason(spark) -> None:
     assert all(r["_source_file"] == "f.json" and r["_ingested_at"] for r in rows)
 
 
+def test_keys_outside_the_schema_are_rescued_whatever_else_the_line_holds(spark) -> None:
+    """Written out by hand: an unknown key beside fewer known fields than the schema has, beside a
+    known field sent as null, a line with only known keys (some null), a repeated known key."""
+    ts = '"ts": "2026-01-01T00:00:00Z"'
+    lines = [
+        '{"id": "1", %s, "x": 5}',  # two known of three, one unknown
+        '{"id": "2", %s, "v": null, "x": "y"}',  # as many keys as the schema
+        '{"id": "3", %s, "v": null}',  # known keys only, one null
+        '{"id": "4", %s, "v": 1.0, "v": 2.0}',  # a key twice, no unknown one
+        '{"id": "5", %s, "v": 1.0}',
+    ]
+    lines = [line.replace("%s", ts) for line in lines]
+    rescued = [r[RESCUED] for r in parse(spark, lines)]
+    assert [json.loads(r) if r else None for r in rescued] == [{"x": 5}, {"x": "y"}, None, None, None]
+
+
 def test_a_line_too_long_to_read_and_a_vanished_file_are_accounted_for(spark, tmp_path: Path) -> None:
     """Hadoop skips a line over max_line_bytes without loading it; the file's accounting adds a
     row saying how many bytes no row holds. A file gone before it was read is counted."""
