@@ -136,7 +136,7 @@ class LandingAccounting:
         self.vanished = [f.path for f in files if f.size is None]
         out = rows.drop(FILE_SIZE, LINE_BYTES)
         limit = self.max_line_bytes
-        if limit is None:
+        if limit is None or not self.may_lose_lines(files):
             return out
         measured = rows if lines is None else lines
         read = {  # by file, spelled as its rows spell it
@@ -164,6 +164,12 @@ class LandingAccounting:
         times = measured.select(SOURCE_FILE, ARRIVAL_TIME).dropDuplicates([SOURCE_FILE])
         lost = lost.join(times, SOURCE_FILE, "left").withColumn(INGESTED_AT, F.current_timestamp())
         return out.unionByName(lost, allowMissingColumns=True)
+
+    def may_lose_lines(self, files: list[LandedFile]) -> bool:
+        """Whether a line of ``files`` can have been skipped: only a file larger than
+        ``max_line_bytes`` can hold a longer line (the others need no line sizes: no read)."""
+        limit = self.max_line_bytes
+        return limit is not None and any(f.size is not None and f.size > limit for f in files)
 
     def list_files(self, spark: SparkSession, paths: list[str]) -> list[LandedFile]:
         """Sizes of ``paths`` now (``None`` for those that are gone)."""
@@ -230,7 +236,7 @@ class LandingFilesReader(SourceReader):
             # refuses a named file that does not exist, and then the batch itself is summed.)
             lines = None
             present = tuple(f.path for f in files if f.size is not None)
-            if present and not batch.is_cached and self.max_line_bytes() is not None:
+            if present and not batch.is_cached and accounting.may_lose_lines(files):
                 with contextlib.suppress(AnalysisException):
                     lines = self.read(bronze, streaming=False, cut=Cut(present)).select(
                         SOURCE_FILE, ARRIVAL_TIME, LINE_BYTES

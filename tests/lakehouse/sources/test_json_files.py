@@ -7,6 +7,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import polars as pl
+import pytest
+from pyspark.sql import functions as F
 
 from lakehouse.monitoring.progress import ProgressLog
 from lakehouse.plan.generators import Landing
@@ -103,6 +105,20 @@ def test_a_line_too_long_to_read_and_a_vanished_file_are_accounted_for(spark, tm
     assert "5,0" in lost["only-huge.json"]  # the bytes no row holds
     assert accounting.vanished == [f"file://{landing}/gone.json"]
     assert "_file_size" not in out[0].asDict()
+
+
+def test_files_no_larger_than_max_line_bytes_need_no_line_sizes(spark) -> None:
+    """No line of a file can be longer than the file: when every file is within
+    ``max_line_bytes``, the accounting reads no line sizes (a micro-batch runs no extra job)."""
+    accounting = LandingAccounting(max_line_bytes=1000)
+    rows = spark.createDataFrame([("a", "f", 10)], "id STRING, _source_file STRING, _line_bytes INT")
+    unreadable = rows.withColumn("_line_bytes", F.raise_error(F.lit("the line sizes were read")))
+    small = [LandedFile("file:///l/a.json", 1000), LandedFile("file:///l/b.json", 10)]
+    assert accounting.apply(rows, small, unreadable).count() == 1
+    assert not accounting.may_lose_lines(small)
+    assert accounting.may_lose_lines([*small, LandedFile("file:///l/c.json", 1001)])
+    with pytest.raises(Exception, match="the line sizes were read"):
+        accounting.apply(rows, [*small, LandedFile("file:///l/c.json", 1001)], unreadable)
 
 
 LONG_LINES = Pipeline(
