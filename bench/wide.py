@@ -7,9 +7,9 @@ columns, 30 leaves), 1 % of them delivered twice; bronze, a silver table keyed b
 (``Append(keys)``: duplicates dropped) and two gold tables of windowed sums (per country and
 hour, per payment method and 10 minutes).
 
-Measured in one process (one local Spark session, ``local[2]``) on the same landing files:
-``lakehouse.run.batch.backfill`` of the day, and the backfill as users run it (``lakehouse
-backfill``: coordinated with the streams, on a lake whose flows never streamed), against the
+Measured in one process (one local Spark session, ``local[2]``, warmed up on a small day) on the
+same landing files: ``lakehouse.run.batch.backfill`` of the day, and the backfill as users run it
+(``lakehouse backfill``: coordinated with the streams, on a lake whose flows never streamed), against the
 same four tables written by hand as plain PySpark batch jobs: orders per second per core, ratios,
 each backfill's phases per layer beside the hand-written job's seconds per layer. The answers are
 checked against the generator's own record (orders, amount in cents): silver holds each order
@@ -203,10 +203,8 @@ def answers(spark: SparkSession, silver: str, gold: tuple[str, ...]) -> dict[str
     return out
 
 
-def bench(spark: SparkSession, work: Path, orders: int, files: int) -> dict[str, Any]:
-    """Land the day once, run the three ways on it, and put the figures side by side."""
-    from ysb import phases_per_layer
-
+def three_ways(spark: SparkSession, work: Path, orders: int, files: int) -> dict[str, Any]:
+    """Land ``orders`` orders once and run the three ways on them: seconds, steps, lakes."""
     source = Lake(str(work / "source"))
     landing = Path(source.landing("orders", "orders"))
     print(f"generating {orders:,} orders in {files} files ...", flush=True)
@@ -216,13 +214,31 @@ def bench(spark: SparkSession, work: Path, orders: int, files: int) -> dict[str,
         share_landing(Path(source.root) / "landing", lake)
     print("hand-written batch jobs ...", flush=True)
     plain_root = Path(lakes["plain-batch"].root)
-    plain_s, plain_layers = run_plain_batch(
-        spark, plain_root, Path(lakes["plain-batch"].landing("orders", "orders"))
-    )
+    plain = run_plain_batch(spark, plain_root, Path(lakes["plain-batch"].landing("orders", "orders")))
     print("platform backfill ...", flush=True)
-    backfill_s, backfill_steps = run_backfill(spark, lakes["backfill"], coordinated=False)
+    backfill = run_backfill(spark, lakes["backfill"], coordinated=False)
     print("lakehouse backfill (coordinated) ...", flush=True)
-    user_s, user_steps = run_backfill(spark, lakes["user-backfill"], coordinated=True)
+    user = run_backfill(spark, lakes["user-backfill"], coordinated=True)
+    return {"landing": landing, "record": record, "lakes": lakes, "plain": plain, "backfill": backfill,
+            "user": user}  # fmt: skip
+
+
+def bench(
+    spark: SparkSession, work: Path, orders: int, files: int, *, warm_up: bool = True
+) -> dict[str, Any]:
+    """Run the three ways on ``orders`` orders and put the figures side by side; ``warm_up``
+    first runs all three on a small day (the first Spark jobs of a JVM are slow: whoever ran
+    first would pay for the JIT)."""
+    from ysb import phases_per_layer
+
+    if warm_up:
+        three_ways(spark, work / "warm", max(1000, orders // 200), 2)
+    run = three_ways(spark, work / "day", orders, files)
+    landing, record, lakes = run["landing"], run["record"], run["lakes"]
+    (plain_s, plain_layers), (backfill_s, backfill_steps), (user_s, user_steps) = (
+        run["plain"], run["backfill"], run["user"]
+    )  # fmt: skip
+    plain_root = Path(lakes["plain-batch"].root)
     rate = lambda seconds: round(orders / seconds / CORES, 1)  # noqa: E731
     platform_answers = {
         name: answers(spark, lake.table("silver.orders"), tuple(lake.table(t) for t in GOLD))
@@ -235,7 +251,7 @@ def bench(spark: SparkSession, work: Path, orders: int, files: int) -> dict[str,
     return {
         "cores": CORES,
         "orders": orders,
-        "files": files,
+        "files": len(list(landing.iterdir())),
         "landing_bytes": sum(f.stat().st_size for f in landing.iterdir()),
         "generator": record,
         "plain_batch_seconds": round(plain_s, 2),

@@ -13,15 +13,17 @@ import pytest
 @pytest.mark.slow
 def test_wide_bench_gives_the_generators_answers_three_ways(spark, bench_script, tmp_path: Path) -> None:
     wide = bench_script("wide")
-    results = wide.bench(spark, tmp_path / "work", orders=2000, files=3)
+    results = wide.bench(spark, tmp_path / "work", orders=2000, files=3, warm_up=False)
     wide.chart(results, tmp_path / "wide.png")
     (tmp_path / "wide.json").write_text(json.dumps(results))
     record = results["generator"]
     assert record["lines"] == 2000 + 20 and record["amount_cents"] > 0, record
     landed = sum(
-        len(f.read_text().splitlines()) for f in (tmp_path / "work" / "source" / "landing").rglob("*.json")
+        len(f.read_text().splitlines())
+        for f in (tmp_path / "work" / "day" / "source" / "landing").rglob("*.json")
     )
     assert landed == record["lines"], "every order once, every 100th twice"
+    assert results["files"] == 3
     want = {"silver_orders": 2000}
     for gold in ("revenue_by_country", "orders_by_payment"):
         want |= {f"{gold}_orders": 2000, f"{gold}_amount_cents": record["amount_cents"]}
