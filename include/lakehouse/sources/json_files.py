@@ -11,7 +11,7 @@ from lakehouse.sources.parse import parse_json
 from lakehouse.spec.sources import ARRIVAL_TIME, SOURCE_FILE, JsonFiles
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame
+    from pyspark.sql import DataFrame, DataFrameReader
     from pyspark.sql.streaming import DataStreamReader
 
 MAX_LINE = "mapreduce.input.linerecordreader.line.maxlength"
@@ -19,13 +19,13 @@ MAX_LINE = "mapreduce.input.linerecordreader.line.maxlength"
 
 def text_lines(reader: DataStreamReader, paths: str | list[str], max_line_bytes: int | None) -> DataFrame:
     """The non-blank lines of ``paths`` as ``value``, each with its file's metadata and its
-    size in bytes (a line over ``max_line_bytes`` is skipped, never loaded)."""
+    size in bytes (a line of ``max_line_bytes`` or more is skipped, never loaded)."""
     if max_line_bytes is not None:
         reader = reader.option(MAX_LINE, max_line_bytes)
     frame = reader.format("text").load(paths)
     return frame.select(
         "value", *file_metadata(frame), (F.octet_length("value") + 1).alias(LINE_BYTES)
-    ).where(F.trim("value") != "")
+    ).where(F.trim("value", F.lit(" \t\r")) != "")  # JSON's whitespace: a blank line holds no row
 
 
 class JsonFilesReader(LandingFilesReader):
@@ -39,3 +39,17 @@ class JsonFilesReader(LandingFilesReader):
         return parse_json(
             lines, self.source.columns, carry=(SOURCE_FILE, ARRIVAL_TIME, FILE_SIZE, LINE_BYTES)
         )
+
+    def line_sizes(self, reader: DataFrameReader, paths: list[str]) -> DataFrame:
+        """Every line of ``paths``, blank ones too, with its size in bytes and its break: lines
+        end at ``\\n`` (a ``\\r`` before it is the line's, counted), so a file's sizes add up to
+        the file (but for a byte order mark the reader strips and a missing last break). A line
+        the rows' read skips is skipped here too: the reader skips a line whose bytes with its
+        break reach ``max_line_bytes``, whichever break it ends with."""
+        frame = (
+            reader.option(MAX_LINE, self.source.max_line_bytes)
+            .option("lineSep", "\n")
+            .format("text")
+            .load(paths)
+        )
+        return frame.select(*file_metadata(frame)[:2], (F.octet_length("value") + 1).alias(LINE_BYTES))

@@ -1,7 +1,7 @@
 """What the kinds of landing files share: where they land, how a generator drops one, what a
 stream's checkpoint says it consumed, and the accounting of each batch of files.
 
-A line longer than the source's ``max_line_bytes`` is never loaded into memory (Hadoop's line
+A line of the source's ``max_line_bytes`` or more is never loaded into memory (Hadoop's line
 reader skips it); :class:`LandingAccounting` notices the bytes of the file that no row holds and
 adds a row saying so, and counts the files that vanished before they could be read. Every row
 carries its ``_arrival_time`` (the file's modification time), so a line whose event time could
@@ -10,7 +10,6 @@ not be read still belongs to a backfill slice.
 
 from __future__ import annotations
 
-import contextlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
@@ -27,7 +26,7 @@ from lakehouse.state.objects import atomic_write
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
 
-    from pyspark.sql import Column, DataFrame, SparkSession
+    from pyspark.sql import Column, DataFrame, DataFrameReader, SparkSession
     from pyspark.sql.streaming import DataStreamReader
 
     from lakehouse.core.lake import Lake
@@ -35,6 +34,7 @@ if TYPE_CHECKING:
     from lakehouse.state.checkpoints import Checkpoint
 
 FILE_SIZE, LINE_BYTES = "_file_size", "_line_bytes"  # landing accounting, dropped before writing
+BOM_BYTES = 3  # the UTF-8 byte order mark a text reader strips from a file's first line
 
 
 def landing_path(lake: Lake, pipeline: Pipeline, table: Table) -> str:
@@ -121,7 +121,7 @@ class LandedFile:
 @dataclass
 class LandingAccounting:
     """Per batch of landing files (a micro-batch, or a backfill's read): a row for each file with
-    bytes no row holds (a line over ``max_line_bytes`` was skipped), and the files that vanished
+    bytes no row holds (a line of ``max_line_bytes`` or more was skipped), and the files that vanished
     before they were read. Needs the whole batch (every line of a file), so streams run it in
     ``foreachBatch`` and backfills on their read: the same rows either way. ``max_line_bytes``
     ``None``: a kind read whole (Parquet), only vanished files are counted."""
@@ -132,7 +132,8 @@ class LandingAccounting:
     def apply(self, rows: DataFrame, files: list[LandedFile], lines: DataFrame | None = None) -> DataFrame:
         """``rows`` of these ``files``, with a row for each file that lost a line; without the
         accounting columns. ``lines``: the same files' lines read apart (their file, arrival time
-        and size are all the accounting needs), else the sizes are summed over ``rows``."""
+        and size are all the accounting needs), else the sizes are summed over ``rows`` (which hold
+        neither blank lines nor a ``\\r`` before a break: more may seem missing than is)."""
         self.vanished = [f.path for f in files if f.size is None]
         out = rows.drop(FILE_SIZE, LINE_BYTES)
         limit = self.max_line_bytes
@@ -149,14 +150,17 @@ class LandingAccounting:
             if f.size is not None
             for spelled, bytes_read in [read.get(same_file(f.path), (f.path, 0))]
         ]
-        short = [(path, missing) for path, missing in short if missing > limit]
+        # A skipped line held ``limit`` bytes or more with its break (the reader skips a line whose
+        # bytes reach the limit); without one, a file misses at most a byte order mark the reader
+        # strips (3 bytes) and is one over for a last line without its break.
+        short = [(path, missing) for path, missing in short if missing >= max(limit - 1, BOM_BYTES + 1)]
         if not short:
             return out
         spark = rows.sparkSession
         lost = spark.createDataFrame(short, f"{SOURCE_FILE} STRING, missing BIGINT").select(
             F.col(SOURCE_FILE),
             F.concat(
-                F.lit(f"a line longer than {limit:,} bytes (max_line_bytes) was skipped; "),
+                F.lit(f"a line of {limit:,} bytes or more (max_line_bytes) was skipped; "),
                 F.format_number("missing", 0),
                 F.lit(" bytes of the file are in no row"),
             ).alias(PARSE_ERROR),
@@ -193,6 +197,22 @@ class LandingFilesReader(SourceReader):
         """The parsed rows of ``paths`` read with ``reader`` (a stream or a batch reader)."""
         raise NotImplementedError
 
+    def line_sizes(self, reader: DataFrameReader, paths: list[str]) -> DataFrame | None:
+        """Every line of ``paths`` (blank ones too) as its file, arrival time and bytes with its
+        break, for ``LandingAccounting``; ``None``: a kind read whole (no line to skip)."""
+        return None
+
+    def _line_sizes(self, spark: SparkSession, files: list[LandedFile]) -> DataFrame | None:
+        """:meth:`line_sizes` of the ``files`` still there, ``None`` if one vanished meanwhile (a
+        reader refuses a named file that does not exist: the rows' own sizes are summed then)."""
+        present = [readable(f.path) for f in files if f.size is not None]
+        if not present:
+            return None
+        try:
+            return self.line_sizes(spark.read, present)
+        except AnalysisException:
+            return None
+
     def read(self, bronze: Bronze, *, streaming: bool, cut: Cut = EVERYTHING) -> DataFrame:
         spark = bronze.spark
         path = landing_path(bronze.lake, bronze.pipeline, bronze.table)
@@ -220,7 +240,9 @@ class LandingFilesReader(SourceReader):
             else landed_files(bronze.spark, bronze.lake, bronze.pipeline, bronze.table)
         )
         accounting = LandingAccounting(self.max_line_bytes())
-        return accounting.apply(rows, accounting.list_files(bronze.spark, paths))
+        files = accounting.list_files(bronze.spark, paths)
+        lines = self._line_sizes(bronze.spark, files) if accounting.may_lose_lines(files) else None
+        return accounting.apply(rows, files, lines)
 
     def micro_batches(self, bronze: Bronze, checkpoint: Checkpoint) -> Callable[[DataFrame, int], Prepared]:
         accounting = LandingAccounting(self.max_line_bytes())
@@ -228,19 +250,11 @@ class LandingFilesReader(SourceReader):
         def prepare(batch: DataFrame, batch_id: int) -> Prepared:
             paths = batch_files(checkpoint, batch_id)
             files = accounting.list_files(bronze.spark, paths)
-            # foreachBatch hands over the batch as its executed plan, which Spark cannot prune:
-            # summing line sizes over it parses every line once more (4.4 s of a 12 s batch of
-            # 1M JSON lines). Unless the batch is in memory, the sizes come from the batch's
-            # files read as a backfill reads them: file names and line lengths, no parse.
-            # (A file gone since the stream listed it is counted as vanished, not read: a reader
-            # refuses a named file that does not exist, and then the batch itself is summed.)
-            lines = None
-            present = tuple(f.path for f in files if f.size is not None)
-            if present and not batch.is_cached and accounting.may_lose_lines(files):
-                with contextlib.suppress(AnalysisException):
-                    lines = self.read(bronze, streaming=False, cut=Cut(present)).select(
-                        SOURCE_FILE, ARRIVAL_TIME, LINE_BYTES
-                    )
+            # The line sizes come from the batch's files read apart, as a backfill reads them:
+            # file names and line lengths, no parse, every line with its break counted (summing
+            # over the batch, foreachBatch's executed plan, which Spark cannot prune, parsed
+            # every line once more: 4.4 s of a 12 s batch of 1M JSON lines).
+            lines = self._line_sizes(bronze.spark, files) if accounting.may_lose_lines(files) else None
             rows = accounting.apply(batch, files, lines)
             return Prepared(rows, tuple(accounting.vanished))
 

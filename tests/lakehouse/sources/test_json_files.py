@@ -101,7 +101,7 @@ def test_a_line_too_long_to_read_and_a_vanished_file_are_accounted_for(spark, tm
     assert sorted(r["id"] for r in out if r["id"]) == ["a", "b", "d", "e"]
     lost = {Path(r["_source_file"]).name: r[PARSE_ERROR] for r in out if r["id"] is None}
     assert set(lost) == {"mixed.json", "only-huge.json"}
-    assert all("a line longer than 1,000 bytes (max_line_bytes) was skipped" in e for e in lost.values())
+    assert all("a line of 1,000 bytes or more (max_line_bytes) was skipped" in e for e in lost.values())
     assert "5,0" in lost["only-huge.json"]  # the bytes no row holds
     assert accounting.vanished == [f"file://{landing}/gone.json"]
     assert "_file_size" not in out[0].asDict()
@@ -138,30 +138,37 @@ def test_files_larger_than_the_line_limit_are_accounted_for_by_their_lines_in_st
 ) -> None:
     """The accounting matches each landed file with the rows read from it, in the stream and in
     a backfill that lists the landing directory itself: a file of short lines larger than
-    ``max_line_bytes`` has nothing missing; one skipped line is counted to the byte (the file
-    names have a space: Spark spells them URL-encoded); a backfill beside the streams reads the
-    files the stream consumed."""
+    ``max_line_bytes`` has nothing missing, nor has one written on Windows (a byte order mark,
+    ``\\r\\n`` breaks, blank lines: more bytes than the limit that no row holds, none of them a
+    line); one skipped line is counted to the byte, also one whose bytes with its break are the
+    limit exactly (the file names have a space: Spark spells them URL-encoded); a backfill beside
+    the streams reads the files the stream consumed."""
     short = [json.dumps({"id": f"s{i}", "v": i}) for i in range(200)]  # ~5 KB, over the 1,000-byte limit
     huge = json.dumps({"id": "h", "v": 0, "blob": "x" * 5000})
+    windows = [json.dumps({"id": f"w{i}", "v": i}) + "\r" for i in range(1100)]  # 1,100 bytes of \r
+    windows[0] = "\ufeff" + windows[0]
+    windows[500:500] = ["\r", "", "  \t\r"] * 40
+    edge = '{"id": "e", "v": 1, "blob": "%s"}' % ("x" * (1000 - 1 - 31))  # 999 bytes and its \n
+    assert len(edge) == 999
 
     def write_input(lake: Lake) -> None:
         landing = Landing(lake, LONG_LINES)
         landing.write_lines("bronze.json_events", "short lines.json", short)
         landing.write_lines("bronze.json_events", "one huge.json", [short[0].replace("s0", "t0"), huge])
+        landing.write_lines("bronze.json_events", "windows.json", windows)
+        landing.write_lines("bronze.json_events", "edge.json", [short[1].replace("s1", "t1"), edge])
 
     streamed, backfilled = stream_and_batch(LONG_LINES, write_input)
     for lake in (streamed, backfilled):
         rows = rows_of(lake, "bronze.json_events", ["id", PARSE_ERROR, SOURCE_FILE])
-        assert sorted(r[0] for r in rows if r[0]) == sorted([f"s{i}" for i in range(200)] + ["t0"])
-        lost = [(Path(r[2]).name, r[1]) for r in rows if r[0] is None]
-        missing = len(huge.encode()) + 1  # the line and its newline, counted here by hand
-        assert lost == [
-            (
-                "one%20huge.json",
-                f"a line longer than 1,000 bytes (max_line_bytes) was skipped; {missing:,} bytes of the "
-                "file are in no row",
-            )
-        ]
+        ids = [f"s{i}" for i in range(200)] + [f"w{i}" for i in range(1100)] + ["t0", "t1"]
+        assert sorted(r[0] for r in rows if r[0]) == sorted(ids)
+        lost = sorted((Path(r[2]).name, r[1]) for r in rows if r[0] is None)
+        reason = (
+            "a line of 1,000 bytes or more (max_line_bytes) was skipped; {:,} bytes of the file are in no row"
+        )
+        # the lines and their newlines, counted here by hand
+        assert lost == [("edge.json", reason.format(1000)), ("one%20huge.json", reason.format(len(huge) + 1))]
     # A backfill beside the streams reads the files the stream consumed, named as its log names
     # them (URL-encoded): the same rows again.
     before = rows_of(streamed, "bronze.json_events", ["id", PARSE_ERROR, SOURCE_FILE])
@@ -171,4 +178,5 @@ def test_files_larger_than_the_line_limit_are_accounted_for_by_their_lines_in_st
     # (a micro-batch's DataFrame is not pruned: summing over it had parsed every line again, and
     # the flow's progress said 603 input rows: the accounting, the lost-line rows and the write).
     progress = ProgressLog(streamed).read().filter(pl.col("event") == "progress")
-    assert progress["num_input_rows"].sum() == 201, progress.select("batch_id", "num_input_rows")
+    lines_read = 200 + 1 + len(windows) + 1  # blank ones too; not the two skipped
+    assert progress["num_input_rows"].sum() == lines_read, progress.select("batch_id", "num_input_rows")

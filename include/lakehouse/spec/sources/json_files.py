@@ -16,8 +16,9 @@ class JsonFiles(LandingFiles):
 
     ``schema`` is a Spark DDL string; ``NOT NULL`` fields are required, and a line missing one,
     with a value of the wrong type, or that is not JSON, lands in bronze with a parse error.
-    A line longer than ``max_line_bytes`` is not read (a file holding one huge line must not
-    exhaust memory); bronze gets a row saying how many bytes of the file were skipped.
+    A line of ``max_line_bytes`` or more, its break included, is not read (a file holding one
+    huge line must not exhaust memory); bronze gets a row saying how many bytes of the file were
+    skipped. Lines end at ``\\n``, ``\\r\\n`` or ``\\r``; blank lines hold no row.
     """
 
     kind: ClassVar[str] = "files"
