@@ -95,14 +95,15 @@ LONGEST_FIRST = (
     "tests/lakehouse/orchestration/dags/test_runs.py",  # 157
     "tests/lakehouse/models/test_models.py",  # 134
     "tests/bench/test_stress.py",  # 132
+    "tests/lakehouse/writes/test_history.py",  # 128 (alone, 2026-11-30)
     "tests/lakehouse/test_bad_input.py",  # 113
     "tests/lakehouse/cockpit/test_plugin.py",  # 87
     "tests/lakehouse/platform/test_objectstore.py",  # 80 (alone, 2026-11-29)
     "tests/lakehouse/quality/test_gate.py",  # 81
     "tests/lakehouse/run/test_maintenance.py",  # 75
-    "tests/lakehouse/writes/test_history.py",  # 67
     "tests/lakehouse/sources/test_delta_table.py",  # 64
     "tests/pipelines/iot/test_quality.py",  # 46
+    "tests/bench/test_wide.py",  # 40 (2026-11-29)
     "tests/lakehouse/run/test_failures.py",  # 39
     "tests/lakehouse/quality/test_checks.py",  # 39
 )

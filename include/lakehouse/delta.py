@@ -338,12 +338,32 @@ def once(
         retry_on_conflict(commit, what)
 
 
-def merge(df: DataFrame, path: str, *, on: str, update: bool | str) -> None:
-    """MERGE ``df`` (alias ``s``) into the table (alias ``t``) ``on`` a condition: rows without a
-    match are inserted; matches are updated (``True``), updated where ``update`` holds (a SQL
-    condition), or left as they are (``False``). New columns evolve the schema."""
+_HAS_FILES: set[str] = set()  # tables seen with a data file (only a reset empties one again)
+
+
+def has_files(spark: SparkSession, path: str) -> bool:
+    """Whether the table's snapshot has a data file; once it had, it is not asked again (a table
+    is emptied only by a reset, and then a MERGE into it is still right, only slower)."""
+    if path not in _HAS_FILES and int(detail(spark, path)["numFiles"]) > 0:
+        _HAS_FILES.add(path)
+    return path in _HAS_FILES
+
+
+def merge(df: DataFrame, path: str, *, on: str | Callable[[], str], update: bool | str) -> None:
+    """MERGE ``df`` (alias ``s``) into the table (alias ``t``) ``on`` a condition (or a function
+    giving it, called only if a MERGE runs): rows without a match are inserted; matches are
+    updated (``True``), updated where ``update`` holds (a SQL condition), or left as they are
+    (``False``). New columns evolve the schema. Into a table without a file, every row is
+    inserted: they are appended, with no join (666k rows: 0.4 s instead of 1.7-2.0 s)."""
     check_fences()
-    builder = DeltaTable.forPath(df.sparkSession, path).alias("t").merge(df.alias("s"), on)
+    spark = df.sparkSession
+    if not has_files(spark, path):
+        writer = df.write.format("delta").mode("append").option("mergeSchema", "true")
+        writer.save(path)
+        return
+    builder = (
+        DeltaTable.forPath(spark, path).alias("t").merge(df.alias("s"), on if isinstance(on, str) else on())
+    )
     if update is True:
         builder = builder.whenMatchedUpdateAll()
     elif update:

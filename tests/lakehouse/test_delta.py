@@ -109,6 +109,30 @@ def test_a_replayed_merge_is_skipped_and_later_batches_carry_only_the_marker(spa
     assert sorted(spark.read.format("delta").load(path).collect()) == [(0, 2), (1, 1)]
 
 
+def test_a_merge_into_a_table_without_files_is_an_append_as_exactly_once(spark, tmp_path: Path) -> None:
+    """Every row of a MERGE into a table without files is inserted: they are appended (no join),
+    with the stream's marker, and with Delta's txn ids when the log cannot tell a replay (a
+    replay is then skipped); once the table has a file, a MERGE runs."""
+    path = str(tmp_path / "gold" / "counts")
+    ensure_table(spark, path, spark.createDataFrame([], "k INT, v INT").schema, name="gold.counts")
+    first = spark.createDataFrame([(0, 1), (1, 1), (1, 2)], "k INT, v INT")  # a MERGE inserts all three
+    txn = {"spark.databricks.delta.write.txnAppId": "query-2", "spark.databricks.delta.write.txnVersion": "0"}
+    for _ in range(2):  # the second time: a replay Delta's txn ids skip
+        for key, value in txn.items():
+            spark.conf.set(key, value)
+        try:
+            merge(first, path, on="t.k = s.k", update=True)
+        finally:
+            for key in txn:
+                spark.conf.unset(key)
+    later = spark.createDataFrame([(0, 5), (2, 1)], "k INT, v INT")
+    once(spark, lambda: merge(later, path, on="t.k = s.k", update=True), path=path, app_id="query-2",
+         version=1, what="merge", replay_possible=False)  # fmt: skip
+    history = DeltaTable.forPath(spark, path).history().orderBy("version").collect()
+    assert [h.operation for h in history] == ["CREATE TABLE", "WRITE", "MERGE"]
+    assert sorted(spark.read.format("delta").load(path).collect()) == [(0, 5), (1, 1), (1, 2), (2, 1)]
+
+
 def test_vacuum_removes_unneeded_files_and_leaves_the_session_settings_as_they_were(
     spark, tmp_path: Path
 ) -> None:

@@ -22,7 +22,7 @@ class AggregateWriter(ModeWriter):
 
     def merge(self, df: DataFrame) -> None:
         on = " AND ".join(f"t.`{k}` <=> s.`{k}`" for k in self.table.keys)
-        delta.merge(df, self.path, on=on + self.window_bound(df), update=True)
+        delta.merge(df, self.path, on=lambda: on + self.window_bound(df), update=True)
 
     def window_bound(self, df: DataFrame) -> str:
         """`` AND t.<window start> >= <earliest window start of the batch>``: the MERGE then

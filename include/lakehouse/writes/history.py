@@ -55,8 +55,8 @@ _log = logging.getLogger(__name__)
 CHANGE_METADATA = (CHANGE_OP, CHANGE_SEQUENCE, CHANGE_TIME, CHANGE_ID, CHANGE_VERSION)
 CHANGED_AT = "_changed_at"  # Scd1: when the row's latest change happened
 MAX_TIME, OPEN_SEQ, OPEN_FROM = "_max_ts", "_open_seq", "_open_from"  # what a key's latest change adds
-HISTORY_COLUMNS = ("valid_from", "valid_to", "is_current", "_start_seq", "_end_seq", "_end_op")
-CURRENT = "is_current"
+CURRENT = "is_current"  # a history row's flag: its version is not closed (a partition column)
+HISTORY_COLUMNS = ("valid_from", "valid_to", CURRENT, "_start_seq", "_end_seq", "_end_op")
 
 
 def data_columns(changes: DataFrame, mode: ChangeMode) -> list[str]:
@@ -120,7 +120,7 @@ def versions(changes: DataFrame, mode: Scd2) -> DataFrame:
             *data,
             "valid_from",
             F.lead("valid_from").over(following).alias("valid_to"),
-            F.lead("_start_seq").over(following).isNull().alias("is_current"),
+            F.lead("_start_seq").over(following).isNull().alias(CURRENT),
             "_start_seq",
             F.lead("_start_seq").over(following).alias("_end_seq"),
             F.when(next_op == "d", F.lit("d")).when(next_op.isNotNull(), F.lit("u")).alias("_end_op"),
@@ -153,7 +153,7 @@ def latest_changes(changes: DataFrame, rows: DataFrame | None, mode: ChangeMode)
     if not isinstance(mode, Scd2):
         return latest
     assert rows is not None, "Scd2 needs the table's rows of the keys"
-    opened = rows.where("is_current").select(
+    opened = rows.where(CURRENT).select(
         *keys, F.col("_start_seq").alias(OPEN_SEQ), F.col("valid_from").alias(OPEN_FROM)
     )
     return latest.join(opened, keys, "left")
