@@ -27,12 +27,16 @@ import argparse
 import json
 import os
 import statistics
-import tempfile
+import sys
 import time
 import uuid
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # harness
+
+from harness import RESULTS, local_spark, publish
 
 from lakehouse import delta, registry
 from lakehouse.core.lake import Lake
@@ -46,10 +50,8 @@ if TYPE_CHECKING:
 
     from pyspark.sql import DataFrame, SparkSession
 
-RESULTS = Path(__file__).resolve().parent / "results"
 START = datetime(2026, 1, 1, tzinfo=UTC)
 TYPES = ("thermostat", "humidity", "pressure", "vibration", "power")
-CORES = 2
 KEYS = 20_000
 ALL_PARTS = {"silver", "gold", "changes"}
 ROW = "STRUCT<id: BIGINT, name: STRING, segment: STRING>"
@@ -322,30 +324,17 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     )  # fmt: skip
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args(argv)
-    from lakehouse.core.config import Settings
-    from lakehouse.state.session import spark_session
-
-    with tempfile.TemporaryDirectory(prefix="lakehouse-growth-") as tmp:
-        settings = Settings(root=f"{tmp}/spark", spark_master=f"local[{CORES}]", shuffle_partitions=CORES,
-                            spark_ui=False, spark_log_level="ERROR")  # fmt: skip
-        spark = spark_session(settings, app_name="lakehouse-growth")
+    with local_spark("growth") as (spark, tmp):
         parts = set(args.parts.split(","))
         kept = args.out / "growth.json"
         results = json.loads(kept.read_text()) if parts != ALL_PARTS and kept.exists() else {}
         if parts & {"silver", "gold"}:
-            results.update(
-                measure(spark, Path(tmp), args.base, args.batch, args.repeats, parts, args.gold_base)
-            )
+            results.update(measure(spark, tmp, args.base, args.batch, args.repeats, parts, args.gold_base))
         if "changes" in parts:
-            results.update(change_costs(spark, Path(tmp), args.changes, args.change_batch, args.repeats))
+            results.update(change_costs(spark, tmp, args.changes, args.change_batch, args.repeats))
         results["load_average_1m"] = round(os.getloadavg()[0], 2)
         results["measured_at"] = datetime.now(UTC).isoformat(timespec="seconds")
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "growth.json").write_text(json.dumps(results, indent=2) + "\n")
-    chart(results, args.out / "growth.png")
-    for key, value in results.items():
-        print(f"{key:<34} {value}")
-    print(f"wrote {args.out / 'growth.json'} and {args.out / 'growth.png'}")
+    publish(results, args.out, "growth", chart)
     return results
 
 

@@ -22,11 +22,9 @@ Usage: ``.venv/bin/python bench/wide.py [--orders 5000000 --files 16]`` (``make 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
 import sys
-import tempfile
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -34,6 +32,8 @@ from typing import TYPE_CHECKING, Any
 
 BENCH = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH))  # the benchpipelines package
+
+from harness import CORES, RESULTS, backfill_phases, local_spark, phases_per_layer, publish  # noqa: E402
 
 from lakehouse import registry  # noqa: E402
 from lakehouse.core.lake import Lake  # noqa: E402
@@ -43,9 +43,7 @@ if TYPE_CHECKING:
 
     from lakehouse.spec import Pipeline
 
-RESULTS = BENCH / "results"
 DAY = datetime(2026, 6, 1, tzinfo=UTC)
-CORES = 2  # local[2]
 DUPLICATE_EVERY = 100  # every 100th order is delivered twice
 GOLD = ("gold.revenue_by_country", "gold.orders_by_payment")
 
@@ -229,8 +227,6 @@ def bench(
     """Run the three ways on ``orders`` orders and put the figures side by side; ``warm_up``
     first runs all three on a small day (the first Spark jobs of a JVM are slow: whoever ran
     first would pay for the JIT)."""
-    from ysb import phases_per_layer
-
     if warm_up:
         three_ways(spark, work / "warm", max(1000, orders // 200), 2)
     run = three_ways(spark, work / "day", orders, files)
@@ -278,7 +274,6 @@ def chart(results: dict[str, Any], path: Path) -> None:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    from ysb import backfill_phases
 
     fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.5), gridspec_kw={"width_ratios": [1, 2]})
     kinds = [
@@ -305,20 +300,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--files", type=int, default=16)
     parser.add_argument("--out", type=Path, default=RESULTS, help="Directory of wide.json and wide.png.")
     args = parser.parse_args(argv)
-    from lakehouse.core.config import Settings
-    from lakehouse.state.session import spark_session
-
-    with tempfile.TemporaryDirectory(prefix="lakehouse-wide-") as tmp:
-        settings = Settings(root=f"{tmp}/spark", spark_master=f"local[{CORES}]", shuffle_partitions=CORES,
-                            spark_ui=False, spark_log_level="ERROR")  # fmt: skip
-        spark = spark_session(settings, app_name="lakehouse-wide")
-        results = bench(spark, Path(tmp), args.orders, args.files)
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "wide.json").write_text(json.dumps(results, indent=2) + "\n")
-    chart(results, args.out / "wide.png")
-    for key, value in results.items():
-        print(f"{key:<34} {value}")
-    print(f"wrote {args.out / 'wide.json'} and {args.out / 'wide.png'}")
+    with local_spark("wide") as (spark, tmp):
+        results = bench(spark, tmp, args.orders, args.files)
+    publish(results, args.out, "wide", chart)
     return results
 
 

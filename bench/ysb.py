@@ -29,7 +29,6 @@ import os
 import random
 import statistics
 import sys
-import tempfile
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -37,6 +36,8 @@ from typing import TYPE_CHECKING, Any
 
 BENCH = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH))  # the benchpipelines package
+
+from harness import CORES, RESULTS, backfill_phases, local_spark, phases_per_layer, publish  # noqa: E402
 
 from lakehouse import registry  # noqa: E402
 from lakehouse.core.lake import Lake  # noqa: E402
@@ -50,9 +51,7 @@ if TYPE_CHECKING:
     from lakehouse.run.batch import BackfillStep
     from lakehouse.spec import Pipeline
 
-RESULTS = BENCH / "results"
 DAY = datetime(2026, 6, 1, tzinfo=UTC)
-CORES = 2  # local[2]
 SCHEMA = (
     "user_id STRING, page_id STRING, ad_id STRING, ad_type STRING, event_type STRING, "
     "event_time TIMESTAMP, ip_address STRING"
@@ -227,22 +226,6 @@ def run_plain_batch(spark: SparkSession, root: Path) -> tuple[float, dict[str, f
     seconds = time.perf_counter() - began
     layers["gold"] = seconds - layers["bronze"] - layers["silver"]
     return seconds, layers
-
-
-def phases_per_layer(steps: list[BackfillStep], seconds: float) -> dict[str, dict[str, float]]:
-    """Where a backfill's ``seconds`` went: per layer (the table's), the phases its steps recorded
-    (plan, guard, compute, gate, write; ``catch-up`` for a flow that never streamed, computed once
-    as its stream) and ``other`` (the rest of the step: reading the table's state, the
-    accounting); ``coordination``: what no step holds (leases, the streams' catch-up
-    and cut, query starts)."""
-    layers: dict[str, dict[str, float]] = {}
-    for step in steps:
-        layer = layers.setdefault(step.table.split(".", 1)[0], {})
-        for phase, spent in step.phases.items():
-            layer[phase] = round(layer.get(phase, 0.0) + spent, 3)
-        layer["other"] = round(layer.get("other", 0.0) + step.seconds - sum(step.phases.values()), 3)
-    layers["coordination"] = {"other": round(seconds - sum(step.seconds for step in steps), 3)}
-    return layers
 
 
 def run_backfill(spark: SparkSession, lake: Lake) -> tuple[float, list[BackfillStep]]:
@@ -480,47 +463,6 @@ def chart(results: dict[str, Any], path: Path) -> None:
     plt.close(fig)
 
 
-PHASE_COLORS = {  # a backfill step's phases (lakehouse.run.batch.BackfillStep), then the rest
-    "plan": "#9467bd", "guard": "#8c564b", "compute": "#ff7f0e", "gate": "#d62728", "write": "#2ca02c",
-    "catch-up": "#17becf", "other": "#c7c7c7",
-}  # fmt: skip
-
-
-def backfill_phases(axis: Any, name: str, figures: dict[str, Any]) -> None:
-    """Per layer: the hand-written batch job's seconds beside the two backfills' phases, stacked;
-    the coordinated backfill's catch-up and cut as a fourth group."""
-    layers = ["bronze", "silver", "gold", "coordination"]
-    runs = [None, "backfill_phases", "user_backfill_phases"]  # None: the plain job
-    width = 0.8 / len(runs)
-    labelled: set[str] = set()
-    for k, key in enumerate(runs):
-        for x, layer in enumerate(layers):
-            position = x + k * width
-            if key is None:
-                spent = figures["plain_batch_layers"].get(layer, 0.0)
-                axis.bar(
-                    position, spent, width, color="#888", label=None if "plain" in labelled else "plain job"
-                )
-                labelled.add("plain")
-                continue
-            bottom = 0.0
-            for phase, spent in figures[key].get(layer, {}).items():
-                color = PHASE_COLORS.get(phase, "#000")
-                axis.bar(position, spent, width, bottom=bottom, color=color,
-                         label=None if phase in labelled else phase, hatch="//" if k == 2 else None)  # fmt: skip
-                labelled.add(phase)
-                bottom += spent
-    axis.set_xticks([x + 0.4 - width / 2 for x in range(len(layers))], layers)
-    axis.set_ylabel("seconds")
-    axis.set_title(
-        f"backfill, {name}: plain job | backfill | lakehouse backfill (hatched)\n"
-        f"{figures['plain_batch_seconds']:.1f} s | {figures['backfill_seconds']:.1f} s | "
-        f"{figures['user_backfill_seconds']:.1f} s",
-        fontsize=9,
-    )
-    axis.legend(fontsize=7)
-
-
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--events", type=int, default=100_000)
@@ -532,22 +474,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--interval", default="0 seconds", help="Trigger interval of the freshness run.")
     parser.add_argument("--out", type=Path, default=RESULTS, help="Directory of latest.json and latest.png.")
     args = parser.parse_args(argv)
-    from lakehouse.core.config import Settings
-    from lakehouse.state.session import spark_session
-
-    with tempfile.TemporaryDirectory(prefix="lakehouse-ysb-") as tmp:
-        settings = Settings(root=f"{tmp}/spark", spark_master=f"local[{CORES}]", shuffle_partitions=CORES,
-                            spark_ui=False, spark_log_level="ERROR")  # fmt: skip
-        spark = spark_session(settings, app_name="lakehouse-ysb")
-        results = bench(spark, Path(tmp), args.events, args.files, args.probes, args.interval,
+    with local_spark("ysb") as (spark, tmp):
+        results = bench(spark, tmp, args.events, args.files, args.probes, args.interval,
                         args.throughput_events, args.throughput_files)  # fmt: skip
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "latest.json").write_text(json.dumps(results, indent=2) + "\n")
-    chart(results, args.out / "latest.png")
-    for key, value in results.items():
-        if key not in ("freshness_s", "plain_freshness_s"):
-            print(f"{key:<34} {value}")
-    print(f"wrote {args.out / 'latest.json'} and {args.out / 'latest.png'}")
+    publish(results, args.out, "latest", chart, unprinted=("freshness_s", "plain_freshness_s"))
     return results
 
 

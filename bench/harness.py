@@ -1,0 +1,105 @@
+"""What the bench scripts share: a local Spark session on two cores in a temporary directory,
+the figures written (JSON), charted (PNG) and printed, and a backfill's phases per layer, as
+figures and as a chart."""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator, Sequence
+
+    from pyspark.sql import SparkSession
+
+    from lakehouse.run.batch import BackfillStep
+
+BENCH = Path(__file__).resolve().parent
+RESULTS = BENCH / "results"
+CORES = 2  # local[2]
+
+
+@contextmanager
+def local_spark(name: str) -> Iterator[tuple[SparkSession, Path]]:
+    """A ``local[CORES]`` session (no UI, errors only) and the temporary directory it works in."""
+    from lakehouse.core.config import Settings
+    from lakehouse.state.session import spark_session
+
+    with tempfile.TemporaryDirectory(prefix=f"lakehouse-{name}-") as tmp:
+        settings = Settings(root=f"{tmp}/spark", spark_master=f"local[{CORES}]", shuffle_partitions=CORES,
+                            spark_ui=False, spark_log_level="ERROR")  # fmt: skip
+        yield spark_session(settings, app_name=f"lakehouse-{name}"), Path(tmp)
+
+
+def publish(
+    results: dict[str, Any], out: Path, name: str, chart: Callable[[dict[str, Any], Path], None],
+    unprinted: Sequence[str] = (),
+) -> None:  # fmt: skip
+    """``<out>/<name>.json`` and its chart ``<name>.png``; every figure printed (but ``unprinted``)."""
+    out.mkdir(parents=True, exist_ok=True)
+    (out / f"{name}.json").write_text(json.dumps(results, indent=2) + "\n")
+    chart(results, out / f"{name}.png")
+    for key, value in results.items():
+        if key not in unprinted:
+            print(f"{key:<34} {value}")
+    print(f"wrote {out / f'{name}.json'} and {out / f'{name}.png'}")
+
+
+def phases_per_layer(steps: list[BackfillStep], seconds: float) -> dict[str, dict[str, float]]:
+    """Where a backfill's ``seconds`` went: per layer (the table's), the phases its steps recorded
+    (plan, guard, compute, gate, write; ``catch-up`` for a flow that never streamed, computed once
+    as its stream) and ``other`` (the rest of the step: reading the table's state, the
+    accounting); ``coordination``: what no step holds (leases, the streams' catch-up
+    and cut, query starts)."""
+    layers: dict[str, dict[str, float]] = {}
+    for step in steps:
+        layer = layers.setdefault(step.table.split(".", 1)[0], {})
+        for phase, spent in step.phases.items():
+            layer[phase] = round(layer.get(phase, 0.0) + spent, 3)
+        layer["other"] = round(layer.get("other", 0.0) + step.seconds - sum(step.phases.values()), 3)
+    layers["coordination"] = {"other": round(seconds - sum(step.seconds for step in steps), 3)}
+    return layers
+
+
+PHASE_COLORS = {  # a backfill step's phases (lakehouse.run.batch.BackfillStep), then the rest
+    "plan": "#9467bd", "guard": "#8c564b", "compute": "#ff7f0e", "gate": "#d62728", "write": "#2ca02c",
+    "catch-up": "#17becf", "other": "#c7c7c7",
+}  # fmt: skip
+
+
+def backfill_phases(axis: Any, name: str, figures: dict[str, Any]) -> None:
+    """Per layer: the hand-written batch job's seconds beside the two backfills' phases, stacked;
+    the coordinated backfill's catch-up and cut as a fourth group."""
+    layers = ["bronze", "silver", "gold", "coordination"]
+    runs = [None, "backfill_phases", "user_backfill_phases"]  # None: the plain job
+    width = 0.8 / len(runs)
+    labelled: set[str] = set()
+    for k, key in enumerate(runs):
+        for x, layer in enumerate(layers):
+            position = x + k * width
+            if key is None:
+                spent = figures["plain_batch_layers"].get(layer, 0.0)
+                axis.bar(
+                    position, spent, width, color="#888", label=None if "plain" in labelled else "plain job"
+                )
+                labelled.add("plain")
+                continue
+            bottom = 0.0
+            for phase, spent in figures[key].get(layer, {}).items():
+                color = PHASE_COLORS.get(phase, "#000")
+                axis.bar(position, spent, width, bottom=bottom, color=color,
+                         label=None if phase in labelled else phase, hatch="//" if k == 2 else None)  # fmt: skip
+                labelled.add(phase)
+                bottom += spent
+    axis.set_xticks([x + 0.4 - width / 2 for x in range(len(layers))], layers)
+    axis.set_ylabel("seconds")
+    axis.set_title(
+        f"backfill, {name}: plain job | backfill | lakehouse backfill (hatched)\n"
+        f"{figures['plain_batch_seconds']:.1f} s | {figures['backfill_seconds']:.1f} s | "
+        f"{figures['user_backfill_seconds']:.1f} s",
+        fontsize=9,
+    )
+    axis.legend(fontsize=7)
