@@ -36,7 +36,7 @@ class CsvFilesReader(LandingFilesReader):
     source: CsvFiles
 
     def load(self, reader: DataStreamReader, paths: str | list[str]) -> DataFrame:
-        return self.parse(text_lines(reader, paths, None))
+        return self.parse(text_lines(reader, paths, None, blank=(" ",)))  # a tab may be a delimiter
 
     def parse(self, lines: DataFrame) -> DataFrame:
         """``value`` (one CSV line per row) -> typed columns + bronze metadata columns."""

@@ -145,7 +145,7 @@ class LandingAccounting:
             for r in measured.groupBy(SOURCE_FILE).agg(F.sum(LINE_BYTES).alias("bytes")).collect()
         }
         short = [
-            (spelled, f.size - bytes_read)
+            (f.path, spelled, f.size - bytes_read)
             for f in files
             if f.size is not None
             for spelled, bytes_read in [read.get(same_file(f.path), (f.path, 0))]
@@ -153,11 +153,17 @@ class LandingAccounting:
         # A skipped line held ``limit`` bytes or more with its break (the reader skips a line whose
         # bytes reach the limit); without one, a file misses at most a byte order mark the reader
         # strips (3 bytes) and is one over for a last line without its break.
-        short = [(path, missing) for path, missing in short if missing >= max(limit - 1, BOM_BYTES + 1)]
+        short = [entry for entry in short if entry[2] >= max(limit - 1, BOM_BYTES + 1)]
+        spark = rows.sparkSession
+        if short:  # a file deleted after it was listed was not read: it vanished, lost no line
+            gone = {f.path for f in self.list_files(spark, [path for path, _, _ in short]) if f.size is None}
+            self.vanished += sorted(gone)
+            short = [entry for entry in short if entry[0] not in gone]
         if not short:
             return out
-        spark = rows.sparkSession
-        lost = spark.createDataFrame(short, f"{SOURCE_FILE} STRING, missing BIGINT").select(
+        lost = spark.createDataFrame(
+            [(spelled, missing) for _, spelled, missing in short], f"{SOURCE_FILE} STRING, missing BIGINT"
+        ).select(
             F.col(SOURCE_FILE),
             F.concat(
                 F.lit(f"a line of {limit:,} bytes or more (max_line_bytes) was skipped; "),
@@ -170,10 +176,10 @@ class LandingAccounting:
         return out.unionByName(lost, allowMissingColumns=True)
 
     def may_lose_lines(self, files: list[LandedFile]) -> bool:
-        """Whether a line of ``files`` can have been skipped: only a file larger than
-        ``max_line_bytes`` can hold a longer line (the others need no line sizes: no read)."""
+        """Whether a line of ``files`` can have been skipped: only a file of ``max_line_bytes`` or
+        more can hold a line that reaches it (the others need no line sizes: no read)."""
         limit = self.max_line_bytes
-        return limit is not None and any(f.size is not None and f.size > limit for f in files)
+        return limit is not None and any(f.size is not None and f.size >= limit for f in files)
 
     def list_files(self, spark: SparkSession, paths: list[str]) -> list[LandedFile]:
         """Sizes of ``paths`` now (``None`` for those that are gone)."""

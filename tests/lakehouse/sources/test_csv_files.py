@@ -107,3 +107,16 @@ def test_mistakes_are_reported_on_declaration() -> None:
         CsvFiles(schema=SCHEMA, delimiter=";;")
     with pytest.raises(SpecError, match=r"CsvFiles\.schema is empty"):
         CsvFiles(schema=" ")
+
+
+def test_a_line_of_tab_delimited_empty_fields_is_a_record(spark, tmp_path: Path) -> None:
+    """Only a line of spaces is blank in a CSV file: with a tab delimiter, a line of tabs is a
+    record whose fields are empty (JSON files also take tabs and ``\\r`` as blank)."""
+    from lakehouse.sources import reader_for
+
+    (tmp_path / "t.csv").write_text("a\tb\nx\ty\n\t\n   \n")
+    source = CsvFiles(schema="a STRING, b STRING", delimiter="\t")
+    rows = (
+        reader_for(source).load(spark.read, str(tmp_path / "t.csv")).select("a", "b", PARSE_ERROR).collect()
+    )
+    assert sorted(rows, key=str) == sorted([("x", "y", None), (None, None, None)], key=str)

@@ -71,8 +71,9 @@ def test_keys_outside_the_schema_are_rescued_whatever_else_the_line_holds(spark)
 
 
 def test_a_line_too_long_to_read_and_a_vanished_file_are_accounted_for(spark, tmp_path: Path) -> None:
-    """Hadoop skips a line over max_line_bytes without loading it; the file's accounting adds a
-    row saying how many bytes no row holds. A file gone before it was read is counted."""
+    """Hadoop skips a line whose bytes with its break reach max_line_bytes without loading it
+    (in a file of exactly that size too); the file's accounting adds a row saying how many bytes
+    no row holds. A file gone before it was listed or before it was read is counted as vanished."""
     source = JsonFiles(schema="id STRING NOT NULL, v DOUBLE", max_line_bytes=1000)
     landing = tmp_path / "landing"
     landing.mkdir()
@@ -80,6 +81,8 @@ def test_a_line_too_long_to_read_and_a_vanished_file_are_accounted_for(spark, tm
     huge = '{"id": "c", "v": 3, "blob": "' + "x" * 5000 + '"}'
     (landing / "mixed.json").write_text(f'{{"id": "d", "v": 4}}\n{huge}\n{{"id": "e", "v": 5}}\n')
     (landing / "only-huge.json").write_text(huge + "\n")
+    exact = '{"id": "x", "v": 1, "blob": "%s"}' % ("x" * (1000 - 1 - 31))  # 999 bytes and its \n
+    (landing / "exact.json").write_text(exact + "\n")  # the file is max_line_bytes long
     rows = (
         spark.read.format("text").option("mapreduce.input.linerecordreader.line.maxlength", 1000)
         .load(str(landing))
@@ -94,16 +97,18 @@ def test_a_line_too_long_to_read_and_a_vanished_file_are_accounted_for(spark, tm
     )
     accounting = LandingAccounting(source.max_line_bytes)
     files = accounting.list_files(
-        spark, [f"file://{landing}/{n}" for n in ("ok.json", "mixed.json", "only-huge.json")]
+        spark, [f"file://{landing}/{n}" for n in ("ok.json", "mixed.json", "only-huge.json", "exact.json")]
     )
     files.append(LandedFile(f"file://{landing}/gone.json", None))
+    files.append(LandedFile(f"file://{landing}/deleted.json", 5000))  # listed, then deleted unread
     out = accounting.apply(parsed, files).collect()
     assert sorted(r["id"] for r in out if r["id"]) == ["a", "b", "d", "e"]
     lost = {Path(r["_source_file"]).name: r[PARSE_ERROR] for r in out if r["id"] is None}
-    assert set(lost) == {"mixed.json", "only-huge.json"}
+    assert set(lost) == {"mixed.json", "only-huge.json", "exact.json"}
+    assert "1,000 bytes of the file are in no row" in lost["exact.json"]
     assert all("a line of 1,000 bytes or more (max_line_bytes) was skipped" in e for e in lost.values())
     assert "5,0" in lost["only-huge.json"]  # the bytes no row holds
-    assert accounting.vanished == [f"file://{landing}/gone.json"]
+    assert accounting.vanished == [f"file://{landing}/gone.json", f"file://{landing}/deleted.json"]
     assert "_file_size" not in out[0].asDict()
 
 
@@ -113,12 +118,13 @@ def test_files_no_larger_than_max_line_bytes_need_no_line_sizes(spark) -> None:
     accounting = LandingAccounting(max_line_bytes=1000)
     rows = spark.createDataFrame([("a", "f", 10)], "id STRING, _source_file STRING, _line_bytes INT")
     unreadable = rows.withColumn("_line_bytes", F.raise_error(F.lit("the line sizes were read")))
-    small = [LandedFile("file:///l/a.json", 1000), LandedFile("file:///l/b.json", 10)]
+    small = [LandedFile("file:///l/a.json", 999), LandedFile("file:///l/b.json", 10)]
     assert accounting.apply(rows, small, unreadable).count() == 1
     assert not accounting.may_lose_lines(small)
-    assert accounting.may_lose_lines([*small, LandedFile("file:///l/c.json", 1001)])
+    # a file of 1,000 bytes can be one line of 999 and its break: the reader skips it
+    assert accounting.may_lose_lines([*small, LandedFile("file:///l/c.json", 1000)])
     with pytest.raises(Exception, match="the line sizes were read"):
-        accounting.apply(rows, [*small, LandedFile("file:///l/c.json", 1001)], unreadable)
+        accounting.apply(rows, [*small, LandedFile("file:///l/c.json", 1000)], unreadable)
 
 
 LONG_LINES = Pipeline(
