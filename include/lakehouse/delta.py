@@ -338,12 +338,12 @@ def once(
         retry_on_conflict(commit, what)
 
 
-_HAS_FILES: set[str] = set()  # tables seen with a data file (only a reset empties one again)
+_HAS_FILES: set[str] = set()  # tables seen with a data file (a reset or an empty refresh empties one)
 
 
 def has_files(spark: SparkSession, path: str) -> bool:
     """Whether the table's snapshot has a data file; once it had, it is not asked again (a table
-    is emptied only by a reset, and then a MERGE into it is still right, only slower)."""
+    emptied since gets a MERGE, still right, only slower)."""
     if path not in _HAS_FILES and int(detail(spark, path)["numFiles"]) > 0:
         _HAS_FILES.add(path)
     return path in _HAS_FILES
@@ -359,8 +359,7 @@ def merge(df: DataFrame, path: str, *, on: str | Callable[[], str], update: bool
     check_fences()
     spark = df.sparkSession
     if not has_files(spark, path):
-        writer = df.write.format("delta").mode("append").option("mergeSchema", "true")
-        writer.save(path)
+        df.write.format("delta").mode("append").option("mergeSchema", "true").save(path)
         return
     builder = (
         DeltaTable.forPath(spark, path).alias("t").merge(df.alias("s"), on if isinstance(on, str) else on())
