@@ -60,7 +60,7 @@ $(JARS): scripts/jars/pom.xml scripts/jars/s3a/pom.xml scripts/fetch_jars.py $(I
 	$(BIN)/python scripts/fetch_jars.py
 	@touch $@
 
-$(SERVING_JAR): $(wildcard include/lakehouse/serving/java/*.java include/lakehouse/state/java/*.java) $(JARS)
+$(SERVING_JAR): $(wildcard include/lakehouse/*/java/*.java) $(JARS)
 	$(BIN)/python -P -m lakehouse.serving.jvm build
 
 $(CLASS_ARCHIVE): scripts/build_class_archive.py $(JARS)

@@ -5,7 +5,9 @@
 - ``ReadOnlySqlExtension``: analysts' SQL may only read (a Spark session extension: an
   allow-list of parsed statements before analysis, and a check of every analyzed plan);
 - ``lakehouse.state.S3ConditionalLogStore`` (``state/java``): Delta commits on ``s3a://`` as
-  conditional creates, safe with several writing JVMs (see :mod:`lakehouse.state.session`).
+  conditional creates, safe with several writing JVMs (see :mod:`lakehouse.state.session`);
+- ``lakehouse.sources.UnknownJsonKeys`` (``sources/java``): a line's keys outside a schema, if it
+  holds exactly one JSON object (see :mod:`lakehouse.sources.parse`).
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ if TYPE_CHECKING:
     from lakehouse.core.config import Settings
 
 JAR_NAME = PLATFORM_JAR
-SOURCES = (Path(__file__).parent / "java", Path(__file__).parents[1] / "state" / "java")
+SOURCES = tuple(Path(__file__).parents[1] / package / "java" for package in ("serving", "state", "sources"))
 READ_ONLY = "lakehouse.serving.ReadOnlySqlExtension"
 DELTA_EXTENSION = "io.delta.sql.DeltaSparkSessionExtension"
 ALLOW_WRITES = "spark.lakehouse.sql.allowWrites"

@@ -13,6 +13,7 @@ from pyspark.sql import functions as F
 from lakehouse.monitoring.progress import ProgressLog
 from lakehouse.plan.generators import Landing
 from lakehouse.sources import PARSE_ERROR, RAW_RECORD, RESCUED, LandedFile, LandingAccounting, parse_json
+from lakehouse.sources.parse import NOT_ONE_VALUE
 from lakehouse.spec import Ingest, JsonFiles, Pipeline, ddl_columns
 from lakehouse.spec.sources import SOURCE_FILE
 
@@ -68,6 +69,36 @@ def test_keys_outside_the_schema_are_rescued_whatever_else_the_line_holds(spark)
     lines = [line.replace("%s", ts) for line in lines]
     rescued = [r[RESCUED] for r in parse(spark, lines)]
     assert [json.loads(r) if r else None for r in rescued] == [{"x": 5}, {"x": "y"}, None, None, None]
+
+
+def test_a_second_value_or_text_after_the_object_keeps_the_line_with_its_reason(spark) -> None:
+    """Spark's JSON parsing reads a line's first value and ignores the rest: two records written
+    without a line break between them would lose the second without a word. Written out by hand:
+    what must be flagged, and what Spark's parser accepts in full that must not be."""
+    ts = '"ts": "2026-01-01T00:00:00Z"'
+    one = '{"id": "1", ' + ts + "}"
+    flagged = [
+        f"{one} {one}",  # two records on one line
+        f"{one}{one}",  # glued
+        f"{one}, {one}",  # as array elements
+        f"{one} 7",  # a value after the object
+        f"{one}] junk",  # text after it
+        f"{one}}}",  # a stray brace
+    ]
+    accepted = [
+        one + " \t\r",  # whitespace after the object
+        '{"id": "2", ' + ts + ', "note": "} {\\"a\\": 1}"}',  # a second object inside a string
+        '{"id": "3", ' + ts + ', "v": NaN}',  # Spark reads NaN and Infinity
+        "{'id': '4', 'ts': '2026-01-01T00:00:00Z'}",  # and single quotes
+        '{"id": "5", ' + ts + ', "x": [{"a": 1}, {"b": [2, {"c": 3}]}]}',  # nested: rescued
+    ]
+    rows = parse(spark, flagged + accepted)
+    errors = [r[PARSE_ERROR] for r in rows]
+    assert errors == [NOT_ONE_VALUE] * len(flagged) + [None] * len(accepted)
+    assert [r[RAW_RECORD] for r in rows[: len(flagged)]] == flagged  # kept as received
+    assert [r["id"] for r in rows[len(flagged) :]] == ["1", "2", "3", "4", "5"]
+    rescued = [json.loads(r[RESCUED]) if r[RESCUED] else None for r in rows[len(flagged) :]]
+    assert rescued == [None, {"note": '} {"a": 1}'}, None, None, {"x": [{"a": 1}, {"b": [2, {"c": 3}]}]}]
 
 
 def test_a_line_too_long_to_read_and_a_vanished_file_are_accounted_for(spark, tmp_path: Path) -> None:
