@@ -24,6 +24,7 @@ validity (what ``silver.customer_history`` must hold).
 
 from __future__ import annotations
 
+import bisect
 import json
 import random
 from dataclasses import asdict, dataclass, field
@@ -79,8 +80,26 @@ class Database:
             data[name] = {int(k): v for k, v in data[name].items()}
         return cls(**data)
 
+    def __post_init__(self) -> None:
+        # each table's keys in order, kept as rows come and go (not saved): sorting them for every
+        # event made generating 100,000 changes take 22 s (40,000: 3 s)
+        self.sorted_keys = {"customers": sorted(self.customers), "orders": sorted(self.orders)}
+
     def save(self, path: str) -> None:
         atomic_write(path, json.dumps(asdict(self)))
+
+    def pick(self, rng: random.Random, table: str) -> int:
+        """A random key of ``table`` (the draw of ``rng.choice(sorted(keys))``)."""
+        return rng.choice(self.sorted_keys[table])
+
+    def insert(self, table: str, key: int, row: dict[str, Any]) -> None:
+        bisect.insort(self.sorted_keys[table], key)
+        getattr(self, table)[key] = row
+
+    def delete(self, table: str, key: int) -> dict[str, Any]:
+        keys = self.sorted_keys[table]
+        del keys[bisect.bisect_left(keys, key)]
+        return getattr(self, table).pop(key)
 
 
 @dataclass
@@ -199,12 +218,12 @@ def generate(
                 "segment": rng.choice(SEGMENTS),
                 "country": rng.choice(COUNTRIES),
             }
-            db.customers[key] = row
+            db.insert("customers", key, row)
             open_version(row)
             committed.append((CUSTOMERS, envelope(CUSTOMERS, "c", None, dict(row))))
         elif roll < 0.15 + delete_fraction:
-            key = rng.choice(sorted(db.customers))
-            row = db.customers.pop(key)
+            key = db.pick(rng, "customers")
+            row = db.delete("customers", key)
             db.deleted.append(key)
             close_version(key, "d")
             before = (
@@ -212,7 +231,7 @@ def generate(
             )  # replica identity full / default
             committed.append((CUSTOMERS, envelope(CUSTOMERS, "d", before, None)))
         else:
-            key = rng.choice(sorted(db.customers))
+            key = db.pick(rng, "customers")
             before = dict(db.customers[key])
             row = dict(before)
             if rng.random() < tracked_fraction:
@@ -252,16 +271,16 @@ def _order_change(rng: random.Random, db: Database, envelope: Any) -> dict[str, 
         key, db.next_order = db.next_order, db.next_order + 1
         row = {
             "order_id": key,
-            "customer_id": rng.choice(sorted(db.customers)),
+            "customer_id": db.pick(rng, "customers"),
             "amount": round(rng.uniform(5, 500), 2),
             "status": ORDER_STATUSES[0],
             "ordered_at": _iso_millis(db.clock_ms),
         }
-        db.orders[key] = row
+        db.insert("orders", key, row)
         return envelope(ORDERS, "c", None, dict(row))
-    key = rng.choice(sorted(db.orders))
+    key = db.pick(rng, "orders")
     if roll < 0.45:
-        row = db.orders.pop(key)
+        row = db.delete("orders", key)
         return envelope(ORDERS, "d", dict(row), None)
     before = db.orders[key]
     position = ORDER_STATUSES.index(before["status"])

@@ -246,14 +246,15 @@ def test_a_random_feed_in_batches_equals_its_history_by_hand(
     committed, delivered = random_feed(seed=1)
     want_history, want_state = expected_tables(committed)
     lake = Lake(str(tmp_path / "lake"))
-    monkeypatch.setattr(ChangeApplier, "long_log", 40)
+    monkeypatch.setattr(ChangeApplier, "long_log", 36)
     monkeypatch.setattr(ChangeApplier, "check_every", 1_000)  # at a run's first batch only
     late: list[int] = []
     logged = ChangeApplier.logged_of
     monkeypatch.setattr(
         ChangeApplier, "logged_of", lambda self, keys: late.append(batch_id) or logged(self, keys)
     )
-    batches = [delivered[i : i + 13] for i in range(0, len(delivered), 13)]
+    batches = [delivered[i : i + 18] for i in range(0, len(delivered), 18)]
+    assert len(batches) == 6
     run = str(uuid.uuid4())
     kept = []
     for table in (HISTORY, CURRENT):
@@ -262,8 +263,8 @@ def test_a_random_feed_in_batches_equals_its_history_by_hand(
         for batch_id, lines in enumerate(batches):
             batch = changes(spark, table, lines)
             kept.append(applier.keeps_latest(spark))
-            first_of_run = batch_id in (0, 3, 6)  # runs: 0-2, 3-5, 6-7 (after a backfill)
-            if batch_id == 4:  # the driver dies after the table's commit
+            first_of_run = batch_id in (0, 2, 4)  # runs: 0-1, 2-3, 4-5 (after a backfill)
+            if batch_id == 3:  # the driver dies after the table's commit
                 with monkeypatch.context() as m:
                     m.setattr(
                         ChangeApplier, "_merge_latest", lambda *_: (_ for _ in ()).throw(OSError("killed"))
@@ -271,8 +272,8 @@ def test_a_random_feed_in_batches_equals_its_history_by_hand(
                     with pytest.raises(OSError):
                         applier.apply_batch(batch, app_id=run, batch_id=batch_id, replay_possible=False)
                 first_of_run = True  # its restart replays it
-            if batch_id == 6:  # a backfill of the hour in the middle, from bronze as it is now
-                bronze = changes(spark, table, [line for b in batches[:6] for line in b])
+            if batch_id == 4:  # a backfill of the hour in the middle, from bronze as it is now
+                bronze = changes(spark, table, [line for b in batches[:4] for line in b])
                 applier.apply_slice(bronze, "`_ts` >= TIMESTAMP '2026-03-01 08:00:30'")
                 assert storage.exists(spark, applier.stale_mark)
             applier.apply_batch(batch, app_id=run, batch_id=batch_id, replay_possible=first_of_run)
@@ -282,8 +283,8 @@ def test_a_random_feed_in_batches_equals_its_history_by_hand(
     got = [(r.id, r.name, r.segment, r.valid_from, r.valid_to, r.is_current, r["_end_op"]) for r in history]
     assert sorted(got, key=str) == sorted(want_history, key=str)
     assert sorted((r.id, r.name, r.segment) for r in read(lake.table(CURRENT.name)).collect()) == want_state
-    assert kept == ([False] * 4 + [True] * 4) * 2, "kept from the run that starts with 40 logged"
-    assert {4, 5, 7} & set(late), "a late change after the switch, recomputed from the log"
+    assert kept == ([False] * 3 + [True] * 3) * 2, "kept from the run that starts with 36 logged"
+    assert {4, 5} & set(late), "a late change after the switch, recomputed from the log"
 
 
 def test_in_order_changes_leave_closed_versions_alone(spark: SparkSession, tmp_path, monkeypatch) -> None:
