@@ -4,6 +4,7 @@ import com.fasterxml.jackson.core.JsonFactory;
 import com.fasterxml.jackson.core.JsonFactoryBuilder;
 import com.fasterxml.jackson.core.JsonParser;
 import com.fasterxml.jackson.core.JsonToken;
+import com.fasterxml.jackson.core.StreamReadConstraints;
 import com.fasterxml.jackson.core.json.JsonReadFeature;
 import java.io.IOException;
 import java.util.Arrays;
@@ -20,8 +21,8 @@ import org.apache.spark.sql.api.java.UDF2;
  * break between them) parses as {@code {"a":1}} and the second record would be lost without a
  * word. This is the one tokenization of every line that bronze needs anyway (to find keys outside
  * the schema), which also makes sure nothing but whitespace follows the object. It reads with the
- * features of {@code from_json}'s defaults (single quotes, NaN and Infinity), so a line {@code
- * from_json} reads in full is one object here too.
+ * features of {@code from_json}'s defaults (single quotes, NaN and Infinity) and none of Jackson's
+ * size limits, so a line {@code from_json} reads in full is one object here too.
  *
  * <p>Arguments: the line, and the schema's names joined by NUL characters (a literal: the set
  * is built once per task and names).
@@ -32,6 +33,14 @@ public final class UnknownJsonKeys implements UDF2<String, String, Integer> {
       new JsonFactoryBuilder()
           .enable(JsonReadFeature.ALLOW_SINGLE_QUOTES)
           .enable(JsonReadFeature.ALLOW_NON_NUMERIC_NUMBERS)
+          // no limits of its own: a line from_json reads (or rejects itself) is never flagged here
+          .streamReadConstraints(
+              StreamReadConstraints.builder()
+                  .maxNestingDepth(Integer.MAX_VALUE)
+                  .maxNumberLength(Integer.MAX_VALUE)
+                  .maxStringLength(Integer.MAX_VALUE)
+                  .maxNameLength(Integer.MAX_VALUE)
+                  .build())
           .build();
 
   /** The names last seen and their set, swapped as one reference. */
