@@ -191,19 +191,23 @@ def _run_table(
 def as_its_stream_saw_them(
     spark: SparkSession, lake: Lake, pipeline: Pipeline, table: Table, declarations: Sequence[Expectation]
 ) -> tuple[int | None, dict[str, int]]:
-    """Which versions a check comparing ``table`` with its upstreams reads: the table as its
-    stream's last committed batch left it, each upstream as far as that batch had read it.
+    """Which versions a check comparing ``table`` with its upstreams or its change log reads: the
+    table as its stream's last committed batch left it, each upstream as far as that batch had
+    read it, and the table's change log as that batch left it.
 
     While streams run, a downstream table trails its upstreams by a batch or more: read both at
     their latest, a consistency check (each device's status is its latest silver event) fails on
-    a healthy pipeline. ``(None, {})``, the latest of every table, when ``table`` has no stream
-    checkpoint or its checks name no other table."""
+    a healthy pipeline. A change-feed flow logs a batch's changes before it writes the table: read
+    at its latest, the log is ahead of the table (a live crm_quality failed on silver.customers).
+    ``(None, {})``, the latest of every table, when ``table`` has no stream checkpoint or its
+    checks name no other table."""
     named = {f"{m[1]}.{m[2]}" for d in declarations for v in d.kwargs.values() for m in _references(v)}
     upstreams = [
         name for name in table.upstream_names if name in named and delta.exists(spark, lake.table(name))
     ]
+    own_log = table.changes if table.applies_changes and table.changes in named else None
     checkpoint = checkpoints.Checkpoint(spark, lake.checkpoint(pipeline.name, table.name))
-    batch = checkpoint.last_committed() if upstreams else None
+    batch = checkpoint.last_committed() if upstreams or own_log else None
     if batch is None:
         return None, {}
     ids = {name: delta.detail(spark, lake.table(name))["id"] for name in upstreams}
@@ -211,7 +215,9 @@ def as_its_stream_saw_them(
     # the offsets of that same batch: the stream may have committed the next one meanwhile, and
     # its upstream versions are ahead of the table's version through ``batch`` (a live check
     # failed on every device of gold.device_status)
-    versions = checkpoint.read_through(ids, batch)
+    versions = checkpoint.read_through(ids, batch) if ids else {}
+    if own_log and (logged := delta.version_through_batch(spark, lake.table(own_log), batch)) is not None:
+        versions[own_log] = logged
     log.info(
         "%s checked as its stream's batch %d left it (version %s), against %s",
         table.name, batch, version, ", ".join(f"{n} version {v}" for n, v in sorted(versions.items())) or "-",

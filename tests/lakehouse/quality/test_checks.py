@@ -10,6 +10,7 @@ from pathlib import Path
 
 import polars as pl
 import pytest
+from pyspark.sql import functions as F
 
 from lakehouse.core.lake import Lake
 from lakehouse.monitoring.ops_tables import read_table
@@ -163,4 +164,42 @@ def test_a_table_behind_its_upstream_is_checked_as_its_stream_saw_it(
         f"WHERE device = '{device}'"
     )
     damaged = status_check("damaged")
+    assert not damaged.success and damaged.unexpected_count == 1, damaged
+
+
+def test_a_change_table_behind_its_own_change_log_is_checked_as_its_stream_saw_it(
+    spark, lake: Lake, tmp_path: Path
+) -> None:
+    """A change-feed flow logs a micro-batch's changes before it writes the table: a live check
+    reading the log at its latest sees changes the table does not have yet. The log is read as
+    the table's last committed batch left it, so a healthy table passes; a damaged one fails."""
+    from lakehouse import delta, registry
+    from lakehouse.state.checkpoints import Checkpoint
+    from pipelines.crm.generator import generate as generate_changes
+
+    crm = registry.get("pipelines", "crm")
+    start = datetime(2026, 1, 1, tzinfo=UTC)
+    generate_changes(Landing(lake, crm), events=300, seed=3, start=start, end=start + timedelta(hours=2))
+    with StreamRunner(spark, lake, crm) as runner:
+        runner.run_incremental(crm.select(["bronze.customer_changes", "silver.customers"]))
+    table = crm.table("silver.customers")
+    batch = Checkpoint(spark, lake.checkpoint("crm", table.name)).last_committed()
+    assert batch is not None
+    # the next micro-batch has logged a delete of a live customer and not yet written the table
+    live = spark.read.format("delta").load(lake.table(table.name)).select("customer_id").first()[0]
+    log = spark.read.format("delta").load(lake.table(table.changes))
+    latest = log.where(f"customer_id = {live}").orderBy(F.col("_version").desc()).limit(1)
+    later = F.col("_version").withField("_rank", F.col("_version._rank") + 1)  # after its latest change
+    delete = latest.withColumn("_op", F.lit("d")).withColumn("_version", later)
+    delta.append_once(delete, lake.table(table.changes), app_id="next-batch", version=batch + 1, what="log")
+
+    def matches_log(run_id: str):
+        report = run_checks(spark, lake, crm, tmp_path / "quality", [table.name], run_id=run_id)
+        [checked] = report.tables
+        [result] = [r for r in checked.results if r.expectation == "rows_match_change_log"]
+        return result
+
+    assert matches_log("ahead").success
+    spark.sql(f"DELETE FROM delta.`{lake.table(table.name)}` WHERE customer_id = {live}")  # a lost row
+    damaged = matches_log("damaged")
     assert not damaged.success and damaged.unexpected_count == 1, damaged
