@@ -54,7 +54,8 @@ def unknown_keys(spark: SparkSession, names: list[str]) -> SparkColumn:
                 exc,
             )
     if _lax:
-        return F.size(F.array_except(F.json_object_keys("value"), F.array(*[F.lit(n) for n in names])))
+        keys = F.json_object_keys("value")  # null for a line with NaN, which from_json reads: never null here
+        return F.coalesce(F.size(F.array_except(keys, F.array(*[F.lit(n) for n in names]))), F.lit(0))
     return F.call_function(UNKNOWN_KEYS, F.col("value"), F.lit("\0".join(names)))
 
 
@@ -101,7 +102,10 @@ def parse_json(
     # Keys outside the schema, counted by the line's one tokenization that also finds a second
     # value after the object (null then): from_json read only the first
     df = df.withColumn("_unknown", unknown_keys(lines.sparkSession, [c.name for c in columns]))
-    error = F.when(~flagged & F.col("_unknown").isNull(), F.lit(NOT_ONE_VALUE)).otherwise(error)
+    # said beside the line's other errors (an object is one when from_json or the lax map read it)
+    not_one = F.when(F.col("_unknown").isNull() & (~flagged | as_map.isNotNull()), F.lit(NOT_ONE_VALUE))
+    errors = F.concat_ws("; ", not_one, error)
+    error = F.when(errors != "", errors)
     unknown = F.col("_unknown") > 0
     kept = F.from_json("value", "map<string,variant>")  # as sent: numbers stay numbers (``rescue``)
     extra = F.map_filter(kept, lambda k, _v: ~F.array_contains(names, k))

@@ -92,9 +92,17 @@ def test_a_second_value_or_text_after_the_object_keeps_the_line_with_its_reason(
         "{'id': '4', 'ts': '2026-01-01T00:00:00Z'}",  # and single quotes
         '{"id": "5", ' + ts + ', "x": [{"a": 1}, {"b": [2, {"c": 3}]}]}',  # nested: rescued
     ]
-    rows = parse(spark, flagged + accepted)
+    also = [
+        '{"id": "7"} {' + ts + "}",  # the first object lacks a required field
+        '{"id": "8", ' + ts + ', "v": "high"} 7',  # and one with a wrong type
+    ]
+    rows = parse(spark, flagged + accepted + also)
     errors = [r[PARSE_ERROR] for r in rows]
-    assert errors == [NOT_ONE_VALUE] * len(flagged) + [None] * len(accepted)
+    assert errors == [NOT_ONE_VALUE] * len(flagged) + [None] * len(accepted) + [
+        f"{NOT_ONE_VALUE}; missing required field(s): ts",
+        f"{NOT_ONE_VALUE}; wrong type for: v",
+    ]
+    rows = rows[: len(flagged) + len(accepted)]
     assert [r[RAW_RECORD] for r in rows[: len(flagged)]] == flagged  # kept as received
     assert [r["id"] for r in rows[len(flagged) :]] == ["1", "2", "3", "4", "5"]
     rescued = [json.loads(r[RESCUED]) if r[RESCUED] else None for r in rows[len(flagged) :]]

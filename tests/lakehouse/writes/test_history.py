@@ -284,7 +284,8 @@ def test_a_random_feed_in_batches_equals_its_history_by_hand(
     assert sorted(got, key=str) == sorted(want_history, key=str)
     assert sorted((r.id, r.name, r.segment) for r in read(lake.table(CURRENT.name)).collect()) == want_state
     assert kept == ([False] * 3 + [True] * 3) * 2, "kept from the run that starts with 36 logged"
-    assert {4, 5} & set(late), "a late change after the switch, recomputed from the log"
+    # (not 4: the backfill's slice and the stale changes it leaves are recomputed from the log anyway)
+    assert {3, 5} & set(late), "a late change after the switch, recomputed from the log"
 
 
 def test_in_order_changes_leave_closed_versions_alone(spark: SparkSession, tmp_path, monkeypatch) -> None:
