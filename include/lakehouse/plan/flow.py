@@ -23,6 +23,8 @@ from lakehouse.spec import Pipeline, SpecError, Table, Upstream
 from lakehouse.spec.sources.base import UNLIMITED_FILES
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from lakehouse.core.lake import Lake
 
 
@@ -46,9 +48,11 @@ def read_upstream(
     streaming: bool,
     slice_: Slice,
     unlimited: bool = False,
+    version: int | None = None,
 ) -> DataFrame:
     """An upstream Delta table as ``table``'s input: parse errors out, watermark on (a stream
-    ``unlimited``: all of the table in its first micro-batch, not 1,000 files at a time)."""
+    ``unlimited``: all of the table in its first micro-batch, not 1,000 files at a time; a batch
+    read at ``version``, else at the latest)."""
     source = pipeline.table(upstream.table)
     path = lake.table(source.name)
     if streaming:
@@ -59,7 +63,8 @@ def read_upstream(
             reader = reader.option("maxFilesPerTrigger", UNLIMITED_FILES)
         df = reader.load(path)
     else:
-        df = spark.read.format("delta").load(path)
+        reader = spark.read.format("delta")
+        df = (reader if version is None else reader.option("versionAsOf", version)).load(path)
     if not slice_.is_full:  # a backfill (streaming only when it replays a stateful flow)
         if not source.time_expression:
             raise SpecError(
@@ -101,9 +106,11 @@ def build(
     slice_: Slice = ALL_TIME,
     cut: Cut = EVERYTHING,
     unlimited: bool = False,
+    as_of: Mapping[str, int] | None = None,
 ) -> DataFrame:
     """The rows ``table``'s flow writes: the same plan for a stream and for a backfill (a
-    backfill's bronze reads only the ``cut`` of its source that the stream consumed). For a table
+    backfill's bronze reads only the ``cut`` of its source that the stream consumed; a batch reads
+    each upstream named in ``as_of`` at that version). For a table
     scored by a model: its upstream's rows, which the runners score batch by batch. A stream
     ``unlimited`` reads without its inputs' rate limits (a new flow's first catch-up: all its
     input in one micro-batch; the limits are read options, which later runs keep).
@@ -163,6 +170,7 @@ def build(
             streaming=streaming,
             slice_=ALL_TIME if whole else slice_,
             unlimited=unlimited,
+            version=(as_of or {}).get(up.table),
         )
         for up in table.upstreams
     ]
