@@ -10,7 +10,8 @@ operate    ``cli`` (the ``lakehouse`` command), ``cockpit`` (the Airflow UI plug
 serve      ``serving`` (catalog, SQL, JDBC server, Spark-free readers)
 run        ``run`` (``run.coordination``: backfills beside running streams; ``run.stream``,
            ``run.batch``, ``run.maintenance``, ``run.replay``, ``run.rescue``), ``models.training``; ``quality.gate``,
-           ``quality.checks``, ``quality.gx``, ``monitoring.listener``, ``models.scoring``
+           ``quality.checks``, ``quality.gx``, ``monitoring.listener``, ``models.scoring``,
+           ``run.codegen`` (small micro-batches run interpreted)
 write      ``writes`` (one module per write mode; ``writes.history`` applies change feeds)
 delta      ``delta`` (the one place that commits to Delta)
 plan       ``plan`` (``plan.flow``: what a flow computes; ``plan.generators``: test data into

@@ -29,6 +29,7 @@ from lakehouse.plan import compatibility
 from lakehouse.plan.flow import build, upstream_changes
 from lakehouse.quality.gate import QualityGate, Verdict
 from lakehouse.run import failures
+from lakehouse.run.codegen import CodegenBySize
 from lakehouse.sources import Bronze, reader_for
 from lakehouse.state.checkpoints import Checkpoint
 from lakehouse.writes import FAILED, Origin, TableWriter
@@ -127,7 +128,9 @@ class FlowSink:
         self.recomputed = recomputed
         self.scored = scored
         self._query_id: str | None = None
+        self._query: StreamingQuery | None = None
         self._bound = threading.Event()
+        self.codegen = CodegenBySize()
         self._first_of_run = True  # the one batch of this query run that can be a replay
 
     def cache_if_needed(self, shape: compatibility.FlowShape) -> None:
@@ -139,10 +142,17 @@ class FlowSink:
             or any((self.gate is not None, self.recomputed, self.scored is not None))
         )
 
-    def bind(self, query_id: str) -> None:
-        """Attach the streaming query id (the Delta transaction id); micro-batches wait for it."""
-        self._query_id = query_id
+    def bind(self, query: StreamingQuery) -> None:
+        """Attach the streaming query (its id is the Delta transaction id); micro-batches wait for it."""
+        self._query = query
+        self._query_id = str(query.id)
         self._bound.set()
+
+    def _previous_rows(self) -> int | None:
+        """The rows the query's previous batch read (None before its first): one JVM call, not
+        pyspark's conversion of the whole progress."""
+        progress = self._query._jsq.lastProgress()  # noqa: SLF001
+        return None if progress is None else int(progress.numInputRows())
 
     def written_by(self, code_version: str, on_first_commit: Callable[[], None]) -> None:
         """Each commit records ``code_version`` (its ``userMetadata``); once the first micro-batch
@@ -154,6 +164,8 @@ class FlowSink:
         self._bound.wait()
         assert self._query_id is not None
         code = delta.CODE_VERSION.set(self.code_version)  # this query's thread only
+        # this batch's writes and the next batch's plan (the query's own session)
+        self.codegen.follow(batch.sparkSession, self._previous_rows())
         try:
             self._write(batch, batch_id)
         finally:
@@ -305,7 +317,7 @@ class StreamRunner:
         else:
             stream = stream.trigger(processingTime=trigger.interval)
         query = stream.start()
-        sink.bind(str(query.id))
+        sink.bind(query)
         return query
 
     def _refuse_incompatible(self, table: Table, checkpoint: str, shape: compatibility.FlowShape) -> None:
