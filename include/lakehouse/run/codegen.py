@@ -11,6 +11,9 @@ through the streams: 37 s with it, 71 s without), so the choice follows the batc
 
 A streaming query plans each batch with its own copy of the session (``foreachBatch`` writes
 run in it too): :class:`CodegenBySize` switches that copy, from what the previous batch read.
+Only for flows whose write reads the batch's own rows (``ModeWriter.batch_sized``: appends,
+windowed aggregates): an upsert's MERGE joins its whole table and a recomputed table rereads its
+upstreams, so a few input rows can mean millions processed, and those keep generated code.
 """
 
 from __future__ import annotations

@@ -164,8 +164,10 @@ class FlowSink:
         self._bound.wait()
         assert self._query_id is not None
         code = delta.CODE_VERSION.set(self.code_version)  # this query's thread only
-        # this batch's writes and the next batch's plan (the query's own session)
-        self.codegen.follow(batch.sparkSession, self._previous_rows())
+        # this batch's writes and the next batch's plan (the query's own session); a batch that
+        # rereads its upstreams or its table whole costs what they hold: generated code as is
+        batch_sized = self.writer.mode.batch_sized and not self.recomputed
+        self.codegen.follow(batch.sparkSession, self._previous_rows() if batch_sized else None)
         try:
             self._write(batch, batch_id)
         finally:

@@ -100,6 +100,10 @@ class ModeWriter:
     # whether a micro-batch without rows changes nothing (the stream then commits nothing for it:
     # a stateful flow's batches that only move the watermark often emit no row)
     no_rows_no_change: ClassVar[bool] = True
+    # whether a micro-batch's cost follows its own rows: a write that joins or rereads the whole
+    # table (a MERGE on keys, a change log) costs what the table holds, so a stream keeps
+    # generated code for it however few rows the batch brings (``lakehouse.run.codegen``)
+    batch_sized: ClassVar[bool] = False
 
     def __init__(self, lake: Lake, table: Table) -> None:
         self.table = table

@@ -17,6 +17,8 @@ class AggregateWriter(ModeWriter):
     """A micro-batch's updated windows replace theirs (a MERGE on window start and groups); a
     slice of windows is replaced whole."""
 
+    batch_sized = True  # the MERGE reads only the batch's windows (``window_bound``)
+
     def write_batch(self, rows: DataFrame, origin: Origin) -> None:
         self.once(rows, origin, lambda: self.merge(rows))
 

@@ -15,6 +15,7 @@ class AppendWriter(ModeWriter):
     """Appends never scan the table: ``Append(keys)`` rows were deduplicated by the flow."""
 
     reads_once = True
+    batch_sized = True
 
     def write_batch(self, rows: DataFrame, origin: Origin) -> None:
         assert origin.batch_id is not None

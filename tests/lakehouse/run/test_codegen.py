@@ -6,6 +6,9 @@ from __future__ import annotations
 import time
 
 from lakehouse.run.codegen import INTERPRETED, SMALL_BATCH_ROWS, CodegenBySize
+from lakehouse.run.stream import FlowSink
+from lakehouse.spec import Append, StreamingTable, Upsert
+from lakehouse.writes import TableWriter
 
 WHOLE_STAGE, FACTORY = "spark.sql.codegen.wholeStage", "spark.sql.codegen.factoryMode"
 
@@ -65,3 +68,46 @@ def test_the_switch_holds_for_the_querys_next_batches_and_not_for_the_driver(spa
     assert seen[0] == ("true", "FALLBACK")
     assert all(s == ("false", "NO_CODEGEN") for s in seen[1:]), seen  # after a small batch
     assert settings(driver) == ("true", "FALLBACK")
+
+
+def test_a_flow_whose_write_rereads_its_table_keeps_generated_code_after_small_batches(spark, lake) -> None:
+    """An upsert's MERGE joins the whole table and a recomputed table rereads its upstreams: a
+    few input rows say nothing of what such a batch costs, so only appends and windowed
+    aggregates (whose writes read the batch's rows) switch."""
+
+    def table(name: str, write) -> StreamingTable:
+        return StreamingTable(
+            name, upstreams=["bronze.r"], transform="t:f", event_time="timestamp", write=write
+        )
+
+    flows = {
+        "append": (table("silver.a", Append()), {}),
+        "upsert": (table("silver.u", Upsert(keys="value", sequence_by="timestamp")), {}),
+        "recomputed": (table("silver.c", Append()), {"recomputed": True}),
+    }
+    seen: dict[str, list[tuple[str | None, str | None]]] = {name: [] for name in flows}
+    driver, queries = with_codegen(spark), []
+    try:
+        for name, (spec, options) in flows.items():
+            writer = TableWriter(lake, spec)
+
+            def prepare(batch, _batch_id, name=name, writer=writer):
+                seen[name].append(settings(batch.sparkSession))
+                writer.ensure(batch)
+                return batch
+
+            sink = FlowSink(writer, None, prepare, **options)
+            rate = driver.readStream.format("rate").option("rowsPerSecond", 20).load()
+            query = rate.writeStream.foreachBatch(sink).trigger(processingTime="300 milliseconds").start()
+            sink.bind(query)
+            queries.append(query)
+        deadline = time.monotonic() + 120
+        while min(len(s) for s in seen.values()) < 3 and time.monotonic() < deadline:
+            time.sleep(0.2)
+    finally:
+        for query in queries:
+            query.stop()
+    assert min(len(s) for s in seen.values()) >= 3, seen
+    assert all(s == ("false", "NO_CODEGEN") for s in seen["append"][1:]), seen  # after a small batch
+    assert all(s == ("true", "FALLBACK") for s in seen["upsert"]), seen
+    assert all(s == ("true", "FALLBACK") for s in seen["recomputed"]), seen
