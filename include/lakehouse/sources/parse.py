@@ -8,7 +8,9 @@ stay in bronze: downstream flows only ever see rows whose ``_parse_error`` is nu
 
 from __future__ import annotations
 
+import functools
 import logging
+import operator
 from typing import TYPE_CHECKING
 
 from pyspark.errors import AnalysisException
@@ -56,7 +58,8 @@ def unknown_keys(spark: SparkSession, names: list[str]) -> SparkColumn:
     if _lax:
         keys = F.json_object_keys("value")  # null for a line with NaN, which from_json reads: never null here
         return F.coalesce(F.size(F.array_except(keys, F.array(*[F.lit(n) for n in names]))), F.lit(0))
-    return F.call_function(UNKNOWN_KEYS, F.col("value"), F.lit("\0".join(names)))
+    # the line's UTF-8 bytes as they are: a String would be decoded for every line first
+    return F.call_function(UNKNOWN_KEYS, F.col("value").cast("binary"), F.lit("\0".join(names)))
 
 
 def parse_json(
@@ -105,7 +108,11 @@ def parse_json(
     # said beside the line's other errors (an object is one when from_json or the lax map read it)
     not_one = F.when(F.col("_unknown").isNull() & (~flagged | as_map.isNotNull()), F.lit(NOT_ONE_VALUE))
     errors = F.concat_ws("; ", not_one, error)
-    error = F.when(errors != "", errors)
+    # A line read whole, one object, with every required field has no error: the error text is
+    # built only for the others (building it for every line cost more than the parse's checks)
+    required = [typed(c.name).isNotNull() for c in columns if c.required]
+    clean = functools.reduce(operator.and_, required, ~flagged & F.col("_unknown").isNotNull())
+    error = F.when(~clean & (errors != ""), errors)
     unknown = F.col("_unknown") > 0
     kept = F.from_json("value", "map<string,variant>")  # as sent: numbers stay numbers (``rescue``)
     extra = F.map_filter(kept, lambda k, _v: ~F.array_contains(names, k))
