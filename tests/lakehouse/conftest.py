@@ -324,10 +324,12 @@ def start_server(home: Path, lake_root: Path, **settings: str) -> SqlServer:
 @pytest.fixture(scope="session")
 def sql_server(tmp_path_factory: pytest.TempPathFactory, demo_root: Path, on_leaving) -> Iterator[SqlServer]:
     """The embedded default: in-memory catalog, no authentication; statements cancelled after
-    20 s (the tests' own take a second or two), 2 at once per user, results up to 4 MiB."""
+    40 s (the tests' own take a second or two on a quiet machine; with the suite's three workers
+    on two cores, a first query of the demo's gold once took more than 20 s), 2 at once per user,
+    results up to 4 MiB."""
     server = start_server(
         tmp_path_factory.mktemp("serve"), demo_root,
-        sql_statement_timeout="20", sql_statements_per_user="2", sql_max_result_mb="4",
+        sql_statement_timeout="40", sql_statements_per_user="2", sql_max_result_mb="4",
     )  # fmt: skip
     stop = on_leaving("demo", server.stop)
     yield server

@@ -59,12 +59,12 @@ def test_a_bad_query_returns_the_engine_error_and_the_server_keeps_serving(serve
 
 
 # As an analyst writes it (no partitioning of their own), and minutes of every core with the
-# suite's interpreted expressions (tests/conftest.py; the issue's range(0, 100000000000) is
-# that much with Spark's code generation). At Spark's default it is one long task per core, and
+# suite's interpreted expressions (tests/conftest.py; 100M rows took 26 s of two quiet cores,
+# 2026-12-04; the issue's range(0, 100000000000) is that much with Spark's code generation). At Spark's default it is one long task per core, and
 # a one-row query waits for a free core until the runaway ends (or times out); the server splits
-# it into short tasks (engine.SHORT_TASKS). Its 20 s timeout (tests/lakehouse/conftest.py)
+# it into short tasks (engine.SHORT_TASKS). Its 40 s timeout (tests/lakehouse/conftest.py)
 # cancels it long before it ends.
-RUNAWAY = "SELECT count(*) FROM range(0, 100000000)"
+RUNAWAY = "SELECT count(*) FROM range(0, 1000000000)"
 
 
 def test_a_runaway_statement_leaves_room_for_others_and_is_cancelled_at_the_timeout(served, demo) -> None:
@@ -93,7 +93,7 @@ def test_a_runaway_statement_leaves_room_for_others_and_is_cancelled_at_the_time
     print(f"runaway cancelled after {cancelled:.1f} s")
     assert "rows" not in outcome, outcome
     assert outcome["error"] == "Expected state FINISHED, but found TIMEDOUT", outcome  # HiveServer2's words
-    assert cancelled < 60, "cancelled at the timeout, not at its end"
+    assert cancelled < 100, "cancelled at the timeout, not at its end"
     assert served.query("SELECT 1")[0][0] == 1 and served.process.poll() is None
 
 
