@@ -60,9 +60,10 @@ def test_a_bad_query_returns_the_engine_error_and_the_server_keeps_serving(serve
 
 # As an analyst writes it (no partitioning of their own), and minutes of every core with the
 # suite's interpreted expressions (tests/conftest.py; 100M rows took 26 s of two quiet cores,
-# 2026-12-04; the range(0, 100000000000) is that much with Spark's code generation). At Spark's default it is one long task per core, and
-# a one-row query waits for a free core until the runaway ends (or times out); the server splits
-# it into short tasks (engine.SHORT_TASKS). Its 40 s timeout (tests/lakehouse/conftest.py)
+# 2026-12-04; the range(0, 100000000000) is that much with Spark's code generation).
+# At Spark's default it is one long task per core, and a one-row query waits for a free core
+# until the runaway ends (or times out); the server splits it into short tasks
+# (engine.SHORT_TASKS). Its 40 s timeout (tests/lakehouse/conftest.py)
 # cancels it long before it ends.
 RUNAWAY = "SELECT count(*) FROM range(0, 1000000000)"
 
