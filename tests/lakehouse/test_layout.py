@@ -39,7 +39,6 @@ TESTED_ELSEWHERE: dict[str, tuple[str, ...]] = {
     "slices": ("lakehouse/spec/test_modes.py", "lakehouse/run/test_batch.py"),
     # sources: each kind's reader has its module; these are what they share
     "sources.landing": ("lakehouse/sources/test_json_files.py", "lakehouse/sources/test_parquet_files.py"),
-    "sources.parse": ("lakehouse/sources/test_csv_files.py", "lakehouse/test_bad_input.py"),
     "sources.protocol": ("lakehouse/sources/test_plugins.py",),
     # declarations: checked by the declaration tests, kind by kind and mode by mode
     "spec.kinds": ("lakehouse/spec/test_spec.py",),
