@@ -26,7 +26,7 @@ import re
 import time
 from contextlib import AbstractContextManager, contextmanager
 from contextvars import ContextVar
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from delta.tables import DeltaTable
 from pyspark.sql import functions as F
@@ -254,12 +254,24 @@ def commits_newest_first(spark: SparkSession, path: str) -> Iterator[tuple[int, 
 
 def _user_metadata(commit: str) -> str | None:
     """The ``userMetadata`` of a commit file's ``commitInfo`` action (Delta writes it first)."""
+    return _commit_info(commit).get("userMetadata")
+
+
+def _commit_info(commit: str) -> dict[str, Any]:
+    """A commit file's ``commitInfo`` action ({} if it has none)."""
     for line in commit.splitlines():
         if '"commitInfo"' in line[:32]:
             action = json.loads(line)
             if "commitInfo" in action:
-                return action["commitInfo"].get("userMetadata")
-    return None
+                return dict(action["commitInfo"])
+    return {}
+
+
+def last_commit_info(spark: SparkSession, path: str) -> dict[str, Any]:
+    """The ``commitInfo`` of the table's newest commit, read from its log file."""
+    log_dir = f"{path.rstrip('/')}/_delta_log"
+    newest = max(int(n[:20]) for n in storage.names(spark, log_dir) if _COMMIT_JSON.fullmatch(n))
+    return _commit_info(storage.read_text(spark, f"{log_dir}/{newest:020d}.json") or "")
 
 
 def _marker(app_id: str, version: int) -> str:
@@ -359,7 +371,7 @@ def merge(df: DataFrame, path: str, *, on: str | Callable[[], str], update: bool
     check_fences()
     spark = df.sparkSession
     if not has_files(spark, path):
-        df.write.format("delta").mode("append").option("mergeSchema", "true").save(path)
+        append(df, path)
         return
     builder = (
         DeltaTable.forPath(spark, path).alias("t").merge(df.alias("s"), on if isinstance(on, str) else on())
@@ -418,6 +430,14 @@ def identity_match(identity: Sequence[str]) -> str:
 
 
 # --------------------------------------------------------------------------- slice replacement
+
+
+def append(df: DataFrame, path: str) -> None:
+    """Append ``df`` (new columns evolve the schema): into a table whose slice holds nothing yet
+    (created by the writer now, or without files), in place of a replace that would first
+    reconstruct the table's state to find files to remove."""
+    check_fences()
+    df.write.format("delta").mode("append").option("mergeSchema", "true").save(path)
 
 
 def replace(
@@ -484,8 +504,9 @@ def row_count(spark: SparkSession, path: str) -> int:
 
 
 def rows_written(spark: SparkSession, path: str) -> int:
-    """Rows the table's last commit wrote, from Delta's operation metrics."""
-    metrics = DeltaTable.forPath(spark, path).history(1).collect()[0]["operationMetrics"] or {}
+    """Rows the table's last commit wrote, from the operation metrics its commit file records
+    (``DeltaTable.history`` would run a Spark job for them)."""
+    metrics = last_commit_info(spark, path).get("operationMetrics") or {}
     if "numOutputRows" in metrics:
         return int(metrics["numOutputRows"])
     return int(metrics.get("numTargetRowsInserted", 0)) + int(metrics.get("numTargetRowsUpdated", 0))

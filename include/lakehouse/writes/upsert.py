@@ -39,7 +39,10 @@ class UpsertWriter(ModeWriter):
         self.once(rows, origin, lambda: self.merge(rows))
 
     def write_slice(self, rows: DataFrame, slice_: Slice) -> None:
-        if slice_.is_full:
+        written_to = self.written_to()
+        if slice_.is_full and not written_to:
+            delta.append(self.latest(rows), self.path)
+        elif slice_.is_full:
             delta.replace(self.latest(rows), self.path, None)
         else:
             self.merge(rows)
