@@ -103,12 +103,14 @@ def recompute(
     work: Sequence[tuple[Table, Slice]],
     *,
     cuts: Mapping[str, Cut] | None = None,
+    as_of: Mapping[str, Mapping[str, int]] | None = None,
     allow_shrink: bool = False,
     model_version: int | None = None,
 ) -> list[BackfillStep]:
     """Replace each table's slice of ``work`` with what its flow computes now (bronze reading
-    the ``cuts`` of their sources, when given), in order. A slice is never replaced by fewer
-    rows than it holds unless ``allow_shrink`` (:class:`ShrinkRefused`)."""
+    the ``cuts`` of their sources, a table named in ``as_of`` its upstreams at those versions),
+    in order. A slice is never replaced by fewer rows than it holds unless ``allow_shrink``
+    (:class:`ShrinkRefused`)."""
     steps = []
     for number, (table, table_slice) in enumerate(work, 1):
         started = time.monotonic()
@@ -117,17 +119,18 @@ def recompute(
         gate = QualityGate.for_table(lake, pipeline, table)
 
         cut = (cuts or {}).get(table.name, EVERYTHING)
+        versions = (as_of or {}).get(table.name)
 
         phases: dict[str, float] = {}
 
         def attempt(
             table: Table = table, table_slice: Slice = table_slice,
             writer: TableWriter = writer, gate: QualityGate | None = gate, cut: Cut = cut,
-            phases: dict[str, float] = phases,
+            versions: Mapping[str, int] | None = versions, phases: dict[str, float] = phases,
         ) -> None:  # fmt: skip
             phases.clear()  # the phases of the attempt that committed
             planning = time.perf_counter()
-            with _computed(spark, lake, pipeline, table, table_slice, cut, model_version) as df:
+            with _computed(spark, lake, pipeline, table, table_slice, cut, model_version, versions) as df:
                 created = writer.ensure(df)
                 phases["plan"] = time.perf_counter() - planning
                 phases.update(
@@ -213,10 +216,11 @@ def _write_slice(
 @contextmanager
 def _computed(
     spark: SparkSession, lake: Lake, pipeline: Pipeline, table: Table, slice_: Slice, cut: Cut,
-    model_version: int | None = None,
+    model_version: int | None = None, as_of: Mapping[str, int] | None = None,
 ) -> Iterator[DataFrame]:  # fmt: skip
-    """The rows of ``slice_`` of ``table``: a batch query, or a replay for stateful flows; a
-    table scored by a model, each row with the version recorded on it (or ``model_version``)."""
+    """The rows of ``slice_`` of ``table``: a batch query (its upstreams at the versions ``as_of``
+    names, else their latest), or a replay for stateful flows; a table scored by a model, each
+    row with the version recorded on it (or ``model_version``)."""
     if table.model is not None:
         inputs = build(spark, lake, pipeline, table, streaming=False, slice_=slice_, cut=cut)
         path = lake.table(table.name)
@@ -227,7 +231,7 @@ def _computed(
         yield ScoredFlow(spark, lake, pipeline, table).rescore(inputs, held, model_version)
         return
     if table.state is None:
-        yield build(spark, lake, pipeline, table, streaming=False, slice_=slice_, cut=cut)
+        yield build(spark, lake, pipeline, table, streaming=False, slice_=slice_, cut=cut, as_of=as_of)
         return
     scratch = lake.scratch(pipeline.name, table.name, uuid.uuid4().hex)
     try:

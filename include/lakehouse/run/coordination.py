@@ -9,7 +9,7 @@ upstream never reach a downstream stream. So a backfill of a pipeline's flows:
    boundary (a pause request, ``lakehouse.state.control``) and hands its lease over; an incremental
    run holding a flow finishes first. Other flows keep running.
 2. **catches the flows' streams up** from their checkpoints (``availableNow``; a flow never run
-   as a stream gets its checkpoint now), so that each has consumed everything there is, and then
+   as a stream gets its checkpoint now, see below), so that each has consumed everything there is, and then
    reads each source as its stream consumed it (the files in its checkpoint, its Kafka offsets):
    what lands meanwhile waits for the stream. A stream started later resumes where the backfill
    read, instead of reading everything again (a keyless table would get it twice, an aggregate's
@@ -20,15 +20,22 @@ upstream never reach a downstream stream. So a backfill of a pipeline's flows:
 4. **recomputes** the slices (``lakehouse.run.batch``), refusing to shrink one unless asked;
 5. **gives the flows back**: each driver resumes from its checkpoint with the rest.
 
-A flow never run before (no checkpoint, no table) is computed once, not twice: its catch-up
-starts from nothing, and when it reads all its input in one micro-batch (and its upstreams in the
-backfill were computed so too), it has written what the backfill would write: within one batch
-nothing is late, so a stream gives what a batch gives (the stream = batch property the tests
-hold), and what is still open in its state is left to the stream either way. Such a table is not
-recomputed. Its catch-up reads without its inputs' rate limits (the source's
-``max_files_per_trigger``, ..., an upstream table's 1,000 files per batch: read options, which
-later runs from the checkpoint keep); a flow that still needed several batches, or whose rows a
-backfill would score with another model version, is recomputed as any other.
+A flow never run before (no checkpoint, no table) is computed once, not twice. Its catch-up
+starts from nothing and reads all its input in one micro-batch: within one batch nothing is late,
+so a stream gives what a batch gives (the stream = batch property the tests hold), and as fast,
+for a flow without state. A flow with windows or deduplication is computed as a batch instead
+(its stream's state store would cost it two to three times as much): its stream is *positioned*
+first (one micro-batch records what its inputs hold now and rebuilds only the state its stream
+would keep: from the input of the rows its watermark has not closed once past all of it), then
+the batch computes the table from exactly the input the checkpoint records, so the stream,
+started later, goes on as if it had read it all (tested against streams alone). A flow that
+neither way fits (per-key state with timers, stateful operators of its own transform or over
+several streams) is caught up like a flow without state. Either way, when its upstreams in the
+backfill were computed so too, such a table is not recomputed. New flows read without their
+inputs' rate limits (the source's ``max_files_per_trigger``, ..., an upstream table's 1,000 files
+per batch: read options, which later runs from the checkpoint keep); a flow that still needed
+several batches, or whose rows a backfill would score with another model version, is
+recomputed as any other.
 """
 
 from __future__ import annotations
@@ -39,13 +46,19 @@ import time
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
+from pyspark.sql import functions as F
+
 from lakehouse import delta
 from lakehouse.core.errors import OperationFailed
 from lakehouse.core.lake import Lake
+from lakehouse.core.times import utc
+from lakehouse.plan import compatibility
+from lakehouse.plan.flow import build, read_upstream
 from lakehouse.run.batch import BackfillStep, plan, recompute
 from lakehouse.run.stream import FlowRun, StreamRunner
 from lakehouse.slices import ALL_TIME, Slice
 from lakehouse.sources import Cut, reader_for
+from lakehouse.spec import parse_duration
 from lakehouse.state import storage
 from lakehouse.state.checkpoints import Checkpoint
 from lakehouse.state.control import FlowControl, LeaseHeld, LeaseKeeper, PauseTimeout
@@ -99,10 +112,7 @@ def backfill(
                 if not checkpoints[t.name].exists and not delta.exists(spark, lake.table(t.name))
             }
             log.info("catching up %d stream(s) before the backfill: %s", len(tables), _names(tables))
-            with StreamRunner(spark, lake, pipeline) as runner:
-                runs = {run.flow: run for run in runner.run_incremental(tables, unlimited=new)}
-            if keeper.lost.is_set():
-                raise OperationFailed(f"{pipeline.name}: the backfill lost its leases; nothing was written")
+            runs, first = catch_up(spark, lake, pipeline, tables, new, checkpoints, keeper, model_version)
             whole = computed_whole(tables, new, runs, model_version)
             rest = [(t, s) for t, s in work if t.name not in whole]
             cuts = {t.name: cut for t, _ in rest if (cut := consumed(t, checkpoints[t.name])) is not None}
@@ -117,7 +127,9 @@ def backfill(
                 model_version=model_version,
             )
             steps += [
-                BackfillStep(
+                first[n]
+                if n in first
+                else BackfillStep(
                     n,
                     ALL_TIME,
                     delta.row_count(spark, lake.table(n)),
@@ -129,6 +141,83 @@ def backfill(
         finally:
             keeper.close()
     return sorted(steps, key=lambda step: names.index(step.table))
+
+
+def catch_up(
+    spark: SparkSession,
+    lake: Lake,
+    pipeline: Pipeline,
+    tables: Sequence[Table],
+    new: set[str],
+    checkpoints: Mapping[str, Checkpoint],
+    keeper: Takeover,
+    model_version: int | None,
+) -> tuple[dict[str, FlowRun], dict[str, BackfillStep]]:
+    """Each flow's stream caught up from its checkpoint, in dependency order; a flow ``new``
+    that a batch can compute is computed once, as a batch, and its stream positioned where that
+    batch read (:func:`first_computation`). Returns the streams' runs, and the batch steps of the
+    flows computed so."""
+    runs: dict[str, FlowRun] = {}
+    first: dict[str, BackfillStep] = {}
+    with StreamRunner(spark, lake, pipeline) as runner:
+        for table in tables:
+            state_from = first_computation(spark, lake, pipeline, table) if table.name in new else NO_BATCH
+            if state_from is NO_BATCH:
+                [runs[table.name]] = runner.run_incremental([table], unlimited=new)
+                continue
+            run = runs[table.name] = runner.position(table, state_from)
+            if keeper.lost.is_set():
+                break
+            checkpoint = checkpoints[table.name]
+            cut = consumed(table, checkpoint)
+            ids = {up.table: delta.detail(spark, lake.table(up.table))["id"] for up in table.upstreams}
+            [step] = recompute(
+                spark, lake, pipeline, [(table, ALL_TIME)], cuts=None if cut is None else {table.name: cut},
+                as_of={table.name: checkpoint.read_through(ids)}, model_version=model_version,
+            )  # fmt: skip
+            first[table.name] = BackfillStep(
+                step.table, step.slice, step.rows_written, step.seconds + run.seconds,
+                {"position": run.seconds, **step.phases},
+            )  # fmt: skip
+    if keeper.lost.is_set():
+        raise OperationFailed(f"{pipeline.name}: the backfill lost its leases; nothing was written")
+    return runs, first
+
+
+NO_BATCH: Any = object()  # a new flow whose catch-up computes it (see first_computation)
+
+
+def first_computation(spark: SparkSession, lake: Lake, pipeline: Pipeline, table: Table) -> Any:
+    """How a flow never run before is computed: ``NO_BATCH``, by its catch-up (in one micro-batch:
+    as fast as a batch for a flow without state, which then needs no positioning; and the only
+    way for per-key state with timers, a model's scores, a recomputed or change-feed table,
+    stateful operators of the user's own or over several streams); else, a flow with windows or
+    deduplication, as a batch, its stream positioned after what the batch read. Then the slice
+    of its rows whose state the stream keeps, which the positioning rebuilds from that slice's
+    input: for windows, those the watermark (once past all input: its latest event time less
+    the delay) has not closed; for deduplication, the rows whose keys the stream still
+    remembers (the delay once more). Read before the positioning: input arriving meanwhile only
+    moves the watermark on, so the slice holds what the stream keeps, and more."""
+    if table.state is not None or table.model is not None or table.recomputes or table.applies_changes:
+        return NO_BATCH
+    streamed = build(spark, lake, pipeline, table, streaming=True)
+    kinds = [operator.kind for operator in compatibility.shape_of(pipeline, table, streamed).operators]
+    known = {"aggregate": table.write.closes_by_watermark, "deduplicate within watermark": table.dedupes}
+    if not kinds or table.source is not None or len(table.upstreams) != 1 or len(set(kinds)) < len(kinds):
+        return NO_BATCH
+    (upstream,) = table.upstreams
+    event_time = pipeline.table(upstream.table).event_time
+    if not (event_time and all(known.get(kind, False) for kind in kinds)):
+        return NO_BATCH
+    rows = read_upstream(spark, lake, pipeline, table, upstream, streaming=False, slice_=ALL_TIME)
+    latest = utc(rows.agg(F.max(F.col(f"`{event_time}`"))).collect()[0][0])
+    if latest is None:  # nothing yet: the state is built from all there is
+        return ALL_TIME
+    delay = parse_duration(table.watermark_for(upstream) or "0 seconds", table.name)
+    watermark = latest - delay
+    starts = [table.write.closed_end(watermark)] if "aggregate" in kinds else []
+    starts += [watermark - delay] if "deduplicate within watermark" in kinds else []
+    return Slice(min(starts), None)
 
 
 def refuse_reset(
@@ -191,9 +280,10 @@ def computed_whole(
             and (table.model is None or model_version is None)
         ):
             log.info(
-                "%s: never run before, computed whole by its catch-up in one micro-batch (%s input "
-                "rows, %.1f s): not recomputed",
-                table.name, f"{runs[table.name].input_rows:,}", runs[table.name].seconds,
+                "%s: never run before, computed whole by its first run (%s: %s input rows read, "
+                "%.1f s): not recomputed", table.name, "a batch, its stream positioned after it"
+                if runs[table.name].positioned else "its catch-up in one micro-batch",
+                f"{runs[table.name].input_rows:,}", runs[table.name].seconds,
             )  # fmt: skip
             whole.append(table.name)
     return whole

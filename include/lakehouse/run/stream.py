@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     from pyspark.sql.streaming import StreamingQuery
 
     from lakehouse.core.lake import Lake
+    from lakehouse.slices import Slice
     from lakehouse.spec import Model, Pipeline, Table
 
 log = logging.getLogger("lakehouse.run.stream")
@@ -81,6 +82,7 @@ class FlowRun:
     exception: str | None = None
     batch_ids: list[int] = field(default_factory=list)
     seconds: float = 0.0  # wall time of an incremental run, query start to end
+    positioned: bool = False  # a never-run flow's positioning (``StreamRunner.position``)
 
     def absorb(self, query: StreamingQuery) -> None:
         for progress in query.recentProgress:
@@ -255,6 +257,20 @@ class FlowSink:
             record()
 
 
+class PositioningSink:
+    """The ``foreachBatch`` of a stream being positioned (:meth:`StreamRunner.position`): it
+    writes nothing, but computes its batch so that the stateful operators commit their state."""
+
+    def __init__(self, *, record: Callable[[], None]) -> None:
+        self.record: Callable[[], None] | None = record  # the flow's shape, into its checkpoint
+
+    def __call__(self, batch: DataFrame, batch_id: int) -> None:
+        batch.count()
+        if self.record is not None:
+            record, self.record = self.record, None
+            record()
+
+
 class StreamRunner:
     """Starts, watches and stops the queries of one pipeline in one Spark driver."""
 
@@ -377,17 +393,8 @@ class StreamRunner:
         for table in tables:
             started = time.monotonic()
             query = self.start(table, Trigger("incremental"), unlimited=table.name in unlimited)
-            run = FlowRun(table.name, str(query.id))
-            try:
-                query.awaitTermination()
-            except Exception as exc:
-                run.exception = self._explained(table.name, str(exc))
-            run.absorb(query)
-            self.recorder.wait_terminated(run.query_id, timeout=30)
-            run.seconds = time.monotonic() - started
-            runs.append(run)
-            if run.exception:
-                raise FlowFailed(f"{self.pipeline.name}.{table.name} failed: {run.exception}")
+            runs.append(self._run_to_end(table, query, started))
+            run = runs[-1]
             log.info(
                 "%s.%s: %d batch(es), %s input rows, %d late rows dropped",
                 self.pipeline.name,
@@ -397,6 +404,51 @@ class StreamRunner:
                 run.dropped_late,
             )
         return runs
+
+    def _run_to_end(self, table: Table, query: StreamingQuery, started: float) -> FlowRun:
+        """Wait for an availableNow ``query`` of ``table`` to end; what it did (raises
+        :class:`FlowFailed` if it failed)."""
+        run = FlowRun(table.name, str(query.id))
+        try:
+            query.awaitTermination()
+        except Exception as exc:
+            run.exception = self._explained(table.name, str(exc))
+        run.absorb(query)
+        self.recorder.wait_terminated(run.query_id, timeout=30)
+        run.seconds = time.monotonic() - started
+        if run.exception:
+            raise FlowFailed(f"{self.pipeline.name}.{table.name} failed: {run.exception}")
+        return run
+
+    def position(self, table: Table, state_from: Slice) -> FlowRun:
+        """Start a never-run stateful flow's stream where its inputs are now, without computing
+        its rows (a backfill computes them as a batch, ``lakehouse.run.coordination``): one
+        availableNow micro-batch over all of its input records what it consumed in its checkpoint,
+        rebuilds the state its stream would keep from the input of its rows in ``state_from``
+        (the stretch its watermark has not closed yet), and writes nothing."""
+        started = time.monotonic()
+        flow = build(self.spark, self.lake, self.pipeline, table, streaming=True, unlimited=True)
+        shape = compatibility.shape_of(self.pipeline, table, flow)
+        df = build(
+            self.spark, self.lake, self.pipeline, table, streaming=True, unlimited=True, slice_=state_from
+        )
+        checkpoint = self.lake.checkpoint(self.pipeline.name, table.name)
+        sink = PositioningSink(record=lambda: compatibility.record(self.spark, checkpoint, shape))
+        query = (
+            df.writeStream.queryName(query_name(self.pipeline.name, table.name))
+            .outputMode(table.output_mode)
+            .option("checkpointLocation", checkpoint)
+            .foreachBatch(sink)
+            .trigger(availableNow=True)
+            .start()
+        )
+        run = self._run_to_end(table, query, started)
+        run.positioned = True
+        log.info(
+            "%s.%s: stream positioned after what its inputs hold now, its state rebuilt for %s",
+            self.pipeline.name, table.name, state_from.label,
+        )  # fmt: skip
+        return run
 
     def run_continuous(
         self,

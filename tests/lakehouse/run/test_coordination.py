@@ -109,6 +109,12 @@ def test_a_backfill_beside_continuous_streams_gives_the_tables_of_the_streams_al
         assertDataFrameEqual(ours.drop(*volatile), theirs.drop(*volatile), checkRowOrder=False)
 
 
+def data_commits_of_streams(spark, path: str) -> list[int]:
+    """Versions of the table that a stream's micro-batch wrote (its commits carry its marker)."""
+    history = spark.sql(f"DESCRIBE HISTORY delta.`{path}`").collect()
+    return sorted(c.version for c in history if "lakehouse_stream" in (c.userMetadata or ""))
+
+
 def data_commits_of_backfills(spark, path: str) -> list[int]:
     """Versions of the table that wrote rows without a stream's marker (i.e. a backfill's)."""
     history = spark.sql(f"DESCRIBE HISTORY delta.`{path}`").collect()
@@ -124,10 +130,11 @@ def data_commits_of_backfills(spark, path: str) -> list[int]:
 def test_a_first_backfill_computes_never_streamed_flows_once_and_gives_the_batch_tables(
     spark, read, lake: Lake, iot: Pipeline, iot_landing: Landing, tmp_path: Path
 ) -> None:
-    """Flows never run before are computed by their catch-up alone (one micro-batch over all their
-    input: nothing late, a stream gives what a batch gives), not a second time by the backfill;
-    the tables equal a plain batch backfill of the same files. Once they have streamed, a backfill
-    recomputes its slice as before."""
+    """Flows never run before are computed once, not once by a catch-up and again by the
+    backfill: bronze by its catch-up (one micro-batch), silver's deduplication and gold's windows
+    as batches, their streams positioned after what the batches read; the tables equal a plain
+    batch backfill of the same files. Once they have streamed, a backfill recomputes its slice
+    as before."""
     from lakehouse.run.batch import backfill as batch_backfill
 
     settings = Settings(root=lake.root, spark_master="local[2]", shuffle_partitions=2)
@@ -145,8 +152,15 @@ def test_a_first_backfill_computes_never_streamed_flows_once_and_gives_the_batch
 
     steps = coordination.backfill(spark, settings, iot, Slice(START, START + timedelta(hours=1)), names)
     assert [s.table for s in steps] == names
+    by_stream, by_batch = names[:1], names[1:]
     for name in names:
-        assert data_commits_of_backfills(spark, lake.table(name)) == [], f"{name} was computed a second time"
+        commits = (
+            data_commits_of_streams(spark, lake.table(name)),
+            data_commits_of_backfills(spark, lake.table(name)),
+        )
+        assert [len(c) for c in commits] == ([1, 0] if name in by_stream else [0, 1]), f"{name}: {commits}"
+        assert Checkpoint(spark, lake.checkpoint("iot", name)).exists, f"{name}'s stream not positioned"
+    assert [s.table for s in steps if "position" in s.phases] == by_batch
     batch_backfill(spark, batched, iot, Slice(), names)  # the oracle: the batch code path alone
     for name in [*names, "quarantine.silver_device_events"]:
         ours, theirs = read(lake, name), read(batched, name)
@@ -164,6 +178,59 @@ def test_a_first_backfill_computes_never_streamed_flows_once_and_gives_the_batch
     )
     assert step.slice == Slice(START, START + timedelta(hours=1)) and step.rows_written == before
     assert len(data_commits_of_backfills(spark, lake.table(bronze.name))) == 1
+
+
+def test_streams_positioned_by_a_first_backfill_go_on_as_if_they_had_read_all_of_it(
+    spark, read, lake: Lake, iot: Pipeline, iot_landing: Landing, tmp_path: Path
+) -> None:
+    """A first backfill computes new flows as batches and positions their streams; from there
+    the streams go on as streams that had read all of that input themselves (the reference:
+    streams alone, each reading it in one micro-batch). The next wave's events late into windows
+    the watermark has not closed update them with every earlier event counted, events of the
+    first wave sent again within the watermark are dropped as duplicates, those beyond it as late.
+    Silver's deduplication and gold's windows keep the state the streams alone keep."""
+    names = ["bronze.device_events", "silver.device_events", "gold.device_type_stats"]
+    settings = Settings(root=lake.root, spark_master="local[2]", shuffle_partitions=2)
+    streamed = Lake(str(tmp_path / "streamed"))
+
+    def land(number: int) -> None:  # an hour of events, in both lakes
+        wave(iot_landing, number, minutes=60)
+        shutil.copytree(Path(lake.root) / "landing", Path(streamed.root) / "landing", dirs_exist_ok=True)
+        shutil.copytree(Path(lake.root) / "reference", Path(streamed.root) / "reference", dirs_exist_ok=True)
+
+    land(0)
+    coordination.backfill(spark, settings, iot, Slice(START, START + timedelta(hours=1)), names)
+    with StreamRunner(spark, streamed, iot) as reference:
+        reference.run_incremental(iot.select(names), unlimited=set(names))
+    held = read(lake, "gold.device_type_stats").collect()
+    for name in names[1:]:  # the state each stream keeps: the same keys and values
+        ours_, theirs = (
+            spark.read.format("statestore").load(root.checkpoint("iot", name)).select("key", "value")
+            for root in (lake, streamed)
+        )
+        assert 0 < theirs.count() < read(lake, name).count(), f"{name}: the state is the last stretch"
+        assertDataFrameEqual(ours_, theirs, checkRowOrder=False)
+
+    land(1)
+    first = sorted(Path(lake.landing("iot", "device_events")).glob("wave-0*"))
+    lines = [line for f in first for line in f.read_text().splitlines() if '"event_id"' in line]
+    again = "\n".join(lines[:20] + lines[-20:]) + "\n"  # the hour's first events (late) and last (not yet)
+    for root in (lake, streamed):
+        Path(root.landing("iot", "device_events"), "wave-1-again.json").write_text(again)
+    with StreamRunner(spark, lake, iot) as ours:
+        runs = {run.flow: run for run in ours.run_incremental(iot.select(names))}
+    with StreamRunner(spark, streamed, iot) as reference:
+        reference.run_incremental(iot.select(names))
+
+    assert runs["silver.device_events"].duplicates > 0 and runs["silver.device_events"].dropped_late > 0
+    updated = {(r.window_start, r.device_type): r.events for r in held}
+    now = {(r.window_start, r.device_type): r.events for r in read(lake, "gold.device_type_stats").collect()}
+    assert any(now[key] > events for key, events in updated.items()), "no window of the first hour updated"
+    for name in [*names, "quarantine.silver_device_events"]:
+        ours_, theirs = read(lake, name), read(streamed, name)
+        volatile = [c for c in ours_.columns if c in VOLATILE or (c.startswith("_") and c != "_parse_error")]
+        assert theirs.count() > 0, name
+        assertDataFrameEqual(ours_.drop(*volatile), theirs.drop(*volatile), checkRowOrder=False)
 
 
 def test_only_new_flows_read_in_one_batch_below_no_recomputed_upstream_count_as_computed(
