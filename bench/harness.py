@@ -5,7 +5,11 @@ figures and as a chart."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 import tempfile
+import time
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -32,6 +36,52 @@ def local_spark(name: str) -> Iterator[tuple[SparkSession, Path]]:
         settings = Settings(root=f"{tmp}/spark", spark_master=f"local[{CORES}]", shuffle_partitions=CORES,
                             spark_ui=False, spark_log_level="ERROR")  # fmt: skip
         yield spark_session(settings, app_name=f"lakehouse-{name}"), Path(tmp)
+
+
+def backfill_process(root: str, pipeline: str, start: str, end: str) -> float:
+    """Seconds of ``lakehouse backfill <pipeline> --start --end`` as a user runs it: a process of
+    its own (its Spark session's start included) on ``root`` (``local[CORES]``, the bench's
+    pipelines)."""
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(BENCH), os.environ.get("PYTHONPATH")])),
+        "LAKEHOUSE_ROOT": root,
+        "LAKEHOUSE_PIPELINES_PACKAGE": "benchpipelines",
+        "LAKEHOUSE_SPARK_MASTER": f"local[{CORES}]",
+        "LAKEHOUSE_SHUFFLE_PARTITIONS": str(CORES),
+        "LAKEHOUSE_SPARK_UI": "false",
+        "LAKEHOUSE_SPARK_LOG_LEVEL": "ERROR",
+        "COLUMNS": "160",
+    }
+    lakehouse = Path(sys.executable).with_name("lakehouse")
+    began = time.perf_counter()
+    done = subprocess.run(
+        [str(lakehouse), "backfill", pipeline, "--start", start, "--end", end],
+        env=env, capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    seconds = time.perf_counter() - began
+    if done.returncode:
+        raise RuntimeError(f"lakehouse backfill failed:\n{done.stdout[-3000:]}{done.stderr[-3000:]}")
+    return seconds
+
+
+def plain_process(job: str, root: str) -> tuple[float, dict[str, float]]:
+    """Seconds of the hand-written batch jobs ``job`` (``bench/plain_jobs.py``) as a user runs
+    them: a Python process building its own session (Delta's jars, ``local[CORES]``), and the
+    seconds of each layer within it."""
+    from lakehouse.core.config import Settings
+    from lakehouse.state.session import PLATFORM_JAR, jars
+
+    delta_jars = ",".join(str(j) for j in jars(Settings()) if j.name != PLATFORM_JAR)
+    began = time.perf_counter()
+    done = subprocess.run(
+        [sys.executable, str(BENCH / "plain_jobs.py"), job, root, "--jars", delta_jars, "--cores", str(CORES)],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    seconds = time.perf_counter() - began
+    if done.returncode:
+        raise RuntimeError(f"plain_jobs.py {job} failed:\n{done.stdout[-3000:]}{done.stderr[-3000:]}")
+    return seconds, json.loads(done.stdout.strip().splitlines()[-1])["layers"]
 
 
 def publish(

@@ -33,7 +33,17 @@ from typing import TYPE_CHECKING, Any
 BENCH = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH))  # the benchpipelines package
 
-from harness import CORES, RESULTS, backfill_phases, local_spark, phases_per_layer, publish  # noqa: E402
+from harness import (  # noqa: E402
+    CORES,
+    RESULTS,
+    backfill_phases,
+    backfill_process,
+    local_spark,
+    phases_per_layer,
+    plain_process,
+    publish,
+)
+from plain_jobs import orders as run_plain_batch  # noqa: E402
 
 from lakehouse import registry  # noqa: E402
 from lakehouse.core.lake import Lake  # noqa: E402
@@ -46,6 +56,7 @@ if TYPE_CHECKING:
 DAY = datetime(2026, 6, 1, tzinfo=UTC)
 DUPLICATE_EVERY = 100  # every 100th order is delivered twice
 GOLD = ("gold.revenue_by_country", "gold.orders_by_payment")
+PLAIN_GOLD = ("revenue_by_country", "orders_by_payment")  # the hand-written jobs' gold tables
 
 
 def pipeline() -> Pipeline:
@@ -136,42 +147,7 @@ def share_landing(source: Path, lake: Lake) -> None:
     shutil.copytree(source, Path(lake.root) / "landing", copy_function=os.link, dirs_exist_ok=True)
 
 
-# ---------------------------------------------------------------------- the two implementations
-def run_plain_batch(spark: SparkSession, root: Path, landing: Path) -> tuple[float, dict[str, float]]:
-    """The four tables written by hand as batch jobs over the day, each read, transformed and
-    written once (the transforms are the pipeline's functions). Seconds, in all and per layer."""
-    from benchpipelines.orders import transforms
-    from benchpipelines.orders.pipeline import SCHEMA
-    from pyspark.sql import functions as F
-
-    tables = root / "batch-tables"
-    layers: dict[str, float] = {}
-    began = clock = time.perf_counter()
-
-    def lap(layer: str) -> None:
-        nonlocal clock
-        now = time.perf_counter()
-        layers[layer] = layers.get(layer, 0.0) + now - clock
-        clock = now
-
-    schema = SCHEMA.replace(" NOT NULL", "")
-    orders = spark.read.format("text").load(str(landing)).select(F.from_json("value", schema).alias("o"))
-    orders.select("o.*").write.format("delta").mode("overwrite").save(str(tables / "bronze"))
-    lap("bronze")
-    bronze = spark.read.format("delta").load(str(tables / "bronze"))
-    silver = transforms.flat_orders(bronze.where("order_id IS NOT NULL")).dropDuplicates(["order_id"])
-    silver.write.format("delta").mode("overwrite").save(str(tables / "silver"))
-    lap("silver")
-    flat = spark.read.format("delta").load(str(tables / "silver"))
-    for name, transform in (
-        ("revenue_by_country", transforms.revenue_by_country),
-        ("orders_by_payment", transforms.orders_by_payment),
-    ):
-        transform(flat).write.format("delta").mode("overwrite").save(str(tables / name))
-        lap("gold")
-    return time.perf_counter() - began, layers
-
-
+# ---------------------------------------------------------------------- the platform's backfill
 def run_backfill(spark: SparkSession, lake: Lake, *, coordinated: bool) -> tuple[float, list[Any]]:
     """The platform's backfill of the day: the library call, or as users run it (coordinated)."""
     from lakehouse.slices import Slice
@@ -201,48 +177,74 @@ def answers(spark: SparkSession, silver: str, gold: tuple[str, ...]) -> dict[str
     return out
 
 
-def three_ways(spark: SparkSession, work: Path, orders: int, files: int) -> dict[str, Any]:
-    """Land ``orders`` orders once and run the three ways on them: seconds, steps, lakes."""
+def three_ways(
+    spark: SparkSession, work: Path, orders: int, files: int, *, processes: bool
+) -> dict[str, Any]:
+    """Land ``orders`` orders once and run the three ways on them in this session, and
+    (``processes``) ``lakehouse backfill`` and the hand-written jobs as processes of their own:
+    seconds, steps, lakes."""
     source = Lake(str(work / "source"))
     landing = Path(source.landing("orders", "orders"))
     print(f"generating {orders:,} orders in {files} files ...", flush=True)
     record = land(spark, landing, orders, files)
-    lakes = {name: Lake(str(work / name)) for name in ("backfill", "user-backfill", "plain-batch")}
+    names = ("backfill", "user-backfill", "plain-batch") + (
+        ("cli-backfill", "plain-process") if processes else ()
+    )
+    lakes = {name: Lake(str(work / name)) for name in names}
     for lake in lakes.values():
         share_landing(Path(source.root) / "landing", lake)
     print("hand-written batch jobs ...", flush=True)
-    plain_root = Path(lakes["plain-batch"].root)
-    plain = run_plain_batch(spark, plain_root, Path(lakes["plain-batch"].landing("orders", "orders")))
+    plain = run_plain_batch(spark, Path(lakes["plain-batch"].root))
     print("platform backfill ...", flush=True)
     backfill = run_backfill(spark, lakes["backfill"], coordinated=False)
     print("lakehouse backfill (coordinated) ...", flush=True)
     user = run_backfill(spark, lakes["user-backfill"], coordinated=True)
-    return {"landing": landing, "record": record, "lakes": lakes, "plain": plain, "backfill": backfill,
-            "user": user}  # fmt: skip
+    run = {"landing": landing, "record": record, "lakes": lakes, "plain": plain, "backfill": backfill,
+           "user": user}  # fmt: skip
+    if processes:
+        print("lakehouse backfill and the hand-written jobs as processes ...", flush=True)
+        run["plain_process"] = plain_process("orders", lakes["plain-process"].root)[0]
+        day = (DAY.strftime("%Y-%m-%d"), (DAY + timedelta(days=1)).strftime("%Y-%m-%d"))
+        run["cli"] = backfill_process(lakes["cli-backfill"].root, "orders", *day)
+    return run
 
 
 def bench(
-    spark: SparkSession, work: Path, orders: int, files: int, *, warm_up: bool = True
+    spark: SparkSession, work: Path, orders: int, files: int, *, warm_up: bool = True, processes: bool = True
 ) -> dict[str, Any]:
-    """Run the three ways on ``orders`` orders and put the figures side by side; ``warm_up``
-    first runs all three on a small day (the first Spark jobs of a JVM are slow: whoever ran
-    first would pay for the JIT)."""
+    """Run the three ways (and, ``processes``, the two as processes) on ``orders`` orders and
+    put the figures side by side; ``warm_up`` first runs the three in this session on a small
+    day (the first Spark jobs of a JVM are slow: whoever ran first would pay for the JIT)."""
     if warm_up:
-        three_ways(spark, work / "warm", max(1000, orders // 200), 2)
-    run = three_ways(spark, work / "day", orders, files)
+        three_ways(spark, work / "warm", max(1000, orders // 200), 2, processes=False)
+    run = three_ways(spark, work / "day", orders, files, processes=processes)
     landing, record, lakes = run["landing"], run["record"], run["lakes"]
     (plain_s, plain_layers), (backfill_s, backfill_steps), (user_s, user_steps) = (
         run["plain"], run["backfill"], run["user"]
     )  # fmt: skip
     plain_root = Path(lakes["plain-batch"].root)
     rate = lambda seconds: round(orders / seconds / CORES, 1)  # noqa: E731
+    platform = [("backfill", "backfill"), ("user_backfill", "user-backfill")]
+    platform += [("cli_backfill", "cli-backfill")] if processes else []
     platform_answers = {
-        name: answers(spark, lake.table("silver.orders"), tuple(lake.table(t) for t in GOLD))
-        for name, lake in (("backfill", lakes["backfill"]), ("user_backfill", lakes["user-backfill"]))
+        name: answers(spark, lakes[lake].table("silver.orders"), tuple(lakes[lake].table(t) for t in GOLD))
+        for name, lake in platform
     }
-    tables = plain_root / "batch-tables"
-    plain_answers = answers(
-        spark, str(tables / "silver"), (str(tables / "revenue_by_country"), str(tables / "orders_by_payment"))
+    plain_answers = {
+        name: answers(spark, str(tables / "silver"), tuple(str(tables / t) for t in PLAIN_GOLD))
+        for name, tables in [("plain_batch", plain_root / "batch-tables")]
+        + ([("plain_process", Path(lakes["plain-process"].root) / "batch-tables")] if processes else [])
+    }
+    as_processes = (
+        {
+            "plain_batch_process_seconds": round(run["plain_process"], 2),
+            "cli_backfill_seconds": round(run["cli"], 2),
+            "cli_backfill_ratio": round(run["plain_process"] / run["cli"], 3),
+            "plain_batch_process_rows_per_s_per_core": rate(run["plain_process"]),
+            "cli_backfill_rows_per_s_per_core": rate(run["cli"]),
+        }
+        if processes
+        else {}
     )
     return {
         "cores": CORES,
@@ -258,10 +260,12 @@ def bench(
         "user_backfill_rows_per_s_per_core": rate(user_s),
         "backfill_ratio": round(plain_s / backfill_s, 3),
         "user_backfill_ratio": round(plain_s / user_s, 3),
+        # as processes of their own, each with its session's start: what users wait for
+        **as_processes,
         "plain_batch_layers": {layer: round(spent, 3) for layer, spent in plain_layers.items()},
         "backfill_phases": phases_per_layer(backfill_steps, backfill_s),
         "user_backfill_phases": phases_per_layer(user_steps, user_s),
-        "answers": {"plain_batch": plain_answers, **platform_answers},
+        "answers": {**plain_answers, **platform_answers},
         "load_average_1m": round(os.getloadavg()[0], 2),  # other work on the machine skews every figure
         "spark": spark.version,
         "measured_at": datetime.now(UTC).isoformat(timespec="seconds"),
@@ -280,8 +284,14 @@ def chart(results: dict[str, Any], path: Path) -> None:
         ("plain_batch_rows_per_s_per_core", "plain batch jobs", "#888"),
         ("backfill_rows_per_s_per_core", f"platform backfill ({results['backfill_ratio']:.2f})", "#2ca02c"),
         ("user_backfill_rows_per_s_per_core",
-         f"lakehouse backfill, coordinated ({results['user_backfill_ratio']:.2f})", "#98df8a"),
+         f"coordinated backfill, in session ({results['user_backfill_ratio']:.2f})", "#98df8a"),
     ]  # fmt: skip
+    if "cli_backfill_ratio" in results:
+        kinds += [
+            ("plain_batch_process_rows_per_s_per_core", "plain batch jobs, a process", "#ddd"),
+            ("cli_backfill_rows_per_s_per_core",
+             f"`lakehouse backfill`, a process ({results['cli_backfill_ratio']:.2f})", "#d4f4c4"),
+        ]  # fmt: skip
     for k, (key, label, color) in enumerate(kinds):
         left.bar(k, results[key], color=color, label=label)
     left.set_xticks([])

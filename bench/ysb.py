@@ -37,7 +37,18 @@ from typing import TYPE_CHECKING, Any
 BENCH = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH))  # the benchpipelines package
 
-from harness import CORES, RESULTS, backfill_phases, local_spark, phases_per_layer, publish  # noqa: E402
+from harness import (  # noqa: E402
+    CORES,
+    RESULTS,
+    backfill_phases,
+    backfill_process,
+    local_spark,
+    phases_per_layer,
+    plain_process,
+    publish,
+)
+from plain_jobs import YSB_SCHEMA as SCHEMA  # noqa: E402
+from plain_jobs import ysb as run_plain_batch  # noqa: E402
 
 from lakehouse import registry  # noqa: E402
 from lakehouse.core.lake import Lake  # noqa: E402
@@ -52,10 +63,6 @@ if TYPE_CHECKING:
     from lakehouse.spec import Pipeline
 
 DAY = datetime(2026, 6, 1, tzinfo=UTC)
-SCHEMA = (
-    "user_id STRING, page_id STRING, ad_id STRING, ad_type STRING, event_type STRING, "
-    "event_time TIMESTAMP, ip_address STRING"
-)
 EVENT_TYPES = ("view", "click", "purchase")
 AD_TYPES = ("banner", "modal", "sponsored-search", "mail", "mobile")
 
@@ -188,46 +195,6 @@ def run_plain(spark: SparkSession, root: Path) -> float:
     return time.perf_counter() - began
 
 
-def run_plain_batch(spark: SparkSession, root: Path) -> tuple[float, dict[str, float]]:
-    """The same three layers written by hand as batch jobs over the whole day (what a backfill
-    is measured against): each layer read, transformed and written once. Seconds, in all and
-    per layer (a layer's read, parse and transform run inside its write: one Spark job)."""
-    from pyspark.sql import functions as F
-
-    began = time.perf_counter()
-    layers: dict[str, float] = {}
-    tables = root / "batch-tables"
-    campaigns = spark.read.option("header", "true").csv(str(root / "reference" / "ysb" / "campaigns.csv"))
-    events = (
-        spark.read.format("text")
-        .load(str(root / "landing" / "ysb" / "ad_events"))
-        .select(F.from_json("value", SCHEMA).alias("e"))
-        .select("e.*")
-    )
-    events.write.format("delta").mode("overwrite").save(str(tables / "bronze"))
-    layers["bronze"] = time.perf_counter() - began
-    views = (
-        spark.read.format("delta")
-        .load(str(tables / "bronze"))
-        .where(F.col("event_type") == "view")
-        .join(F.broadcast(campaigns), "ad_id")
-        .select("campaign_id", "ad_id", "event_time")
-    )
-    views.write.format("delta").mode("overwrite").save(str(tables / "silver"))
-    layers["silver"] = time.perf_counter() - began - layers["bronze"]
-    counts = (
-        spark.read.format("delta")
-        .load(str(tables / "silver"))
-        .groupBy(F.window("event_time", "10 seconds").alias("window"), "campaign_id")
-        .agg(F.count("*").alias("views"))
-        .select(F.col("window.start").alias("window_start"), "campaign_id", "views")
-    )
-    counts.write.format("delta").mode("overwrite").save(str(tables / "gold"))
-    seconds = time.perf_counter() - began
-    layers["gold"] = seconds - layers["bronze"] - layers["silver"]
-    return seconds, layers
-
-
 def run_backfill(spark: SparkSession, lake: Lake) -> tuple[float, list[BackfillStep]]:
     from lakehouse.run.batch import backfill
     from lakehouse.slices import Slice
@@ -316,12 +283,14 @@ def percentile(values: list[float], q: float) -> float:
 
 # ---------------------------------------------------------------------- the run
 def regime(spark: SparkSession, work: Path, events: int, files: int) -> dict[str, Any]:
-    """One day of ``events`` in ``files`` files, run four ways on copies of the same landing zone:
-    the platform's streams and the hand-written ones (one file per micro-batch), the platform's
-    backfill and the hand-written batch jobs. Rows per second per core, ratios, gold's answer."""
+    """One day of ``events`` in ``files`` files, run on copies of the same landing zone: the
+    platform's streams and the hand-written ones (one file per micro-batch), the platform's
+    backfill (the library call, and as users run it: coordinated) and the hand-written batch
+    jobs, in this session; then ``lakehouse backfill`` and the hand-written jobs as processes of
+    their own, each with its session's start. Rows per second per core, ratios, gold's answer."""
     source = Lake(str(work / "source"))
     land_day(source, events, files)
-    names = ("platform", "plain", "backfill", "user-backfill", "plain-batch")
+    names = ("platform", "plain", "backfill", "user-backfill", "plain-batch", "cli-backfill", "plain-process")
     lakes = {name: Lake(str(work / name)) for name in names}
     for lake in lakes.values():
         copy_landing(source, lake)
@@ -332,6 +301,12 @@ def regime(spark: SparkSession, work: Path, events: int, files: int) -> dict[str
     plain_batch_s, plain_layers = run_plain_batch(spark, Path(lakes["plain-batch"].root))
     backfill_s, backfill_steps = run_backfill(spark, lakes["backfill"])
     user_backfill_s, user_backfill_steps = run_user_backfill(spark, lakes["user-backfill"])
+    print(
+        f"{events:,} events in {files} files: lakehouse backfill and batch jobs as processes ...", flush=True
+    )
+    plain_process_s, _ = plain_process("ysb", lakes["plain-process"].root)
+    day = (DAY.strftime("%Y-%m-%d"), (DAY + timedelta(days=1)).strftime("%Y-%m-%d"))
+    cli_s = backfill_process(lakes["cli-backfill"].root, "ysb", *day)
     rate = lambda seconds: round(events / seconds / CORES, 1)  # noqa: E731
     return {
         "events": events,
@@ -350,6 +325,12 @@ def regime(spark: SparkSession, work: Path, events: int, files: int) -> dict[str
         "user_backfill_seconds": round(user_backfill_s, 2),
         "user_backfill_rows_per_s_per_core": rate(user_backfill_s),
         "user_backfill_ratio": round(plain_batch_s / user_backfill_s, 3),
+        # as processes of their own, each with its session's start: what users wait for
+        "plain_batch_process_seconds": round(plain_process_s, 2),
+        "cli_backfill_seconds": round(cli_s, 2),
+        "cli_backfill_ratio": round(plain_process_s / cli_s, 3),
+        "plain_batch_process_rows_per_s_per_core": rate(plain_process_s),
+        "cli_backfill_rows_per_s_per_core": rate(cli_s),
         # where the backfills' time went, beside the hand-written jobs' seconds per layer
         "plain_batch_layers": {layer: round(spent, 3) for layer, spent in plain_layers.items()},
         "backfill_phases": phases_per_layer(backfill_steps, backfill_s),
@@ -360,6 +341,10 @@ def regime(spark: SparkSession, work: Path, events: int, files: int) -> dict[str
             "backfill": gold_views(spark, lakes["backfill"].table("gold.campaign_windows")),
             "user_backfill": gold_views(spark, lakes["user-backfill"].table("gold.campaign_windows")),
             "plain_batch": gold_views(spark, str(Path(lakes["plain-batch"].root) / "batch-tables" / "gold")),
+            "cli_backfill": gold_views(spark, lakes["cli-backfill"].table("gold.campaign_windows")),
+            "plain_process": gold_views(
+                spark, str(Path(lakes["plain-process"].root) / "batch-tables" / "gold")
+            ),
         },
         # every event once in bronze, and nothing else (a parse error or an accounting row would show)
         "bronze_rows": {
@@ -434,7 +419,9 @@ def chart(results: dict[str, Any], path: Path) -> None:
         ("platform_rows_per_s_per_core", "platform stream", "#1f77b4"),
         ("plain_batch_rows_per_s_per_core", "plain batch", "#bbb"),
         ("backfill_rows_per_s_per_core", "platform backfill", "#2ca02c"),
-        ("user_backfill_rows_per_s_per_core", "lakehouse backfill (coordinated)", "#98df8a"),
+        ("user_backfill_rows_per_s_per_core", "coordinated backfill (in session)", "#98df8a"),
+        ("plain_batch_process_rows_per_s_per_core", "plain batch jobs, a process", "#ddd"),
+        ("cli_backfill_rows_per_s_per_core", "`lakehouse backfill`, a process", "#d4f4c4"),
     ]
     width = 0.8 / len(kinds)
     for k, (key, label, color) in enumerate(kinds):
@@ -442,7 +429,7 @@ def chart(results: dict[str, Any], path: Path) -> None:
                  width, label=label, color=color)  # fmt: skip
     ticks = [
         f"{name}\n{f['events']:,} events\nstream {f['ratio']:.2f}, batch {f['backfill_ratio']:.2f}"
-        f" / {f['user_backfill_ratio']:.2f}"
+        f" / {f['user_backfill_ratio']:.2f}, as processes {f['cli_backfill_ratio']:.2f}"
         for name, f in regimes
     ]
     left.set_xticks([r + 0.4 - width / 2 for r in range(len(regimes))], ticks)

@@ -12,6 +12,7 @@ KEYS = (
     "platform_rows_per_s_per_core", "plain_spark_rows_per_s_per_core", "ratio", "freshness_p50_s",
     "freshness_p95_s", "backfill_rows_per_s_per_core", "plain_freshness_p50_s", "backfill_ratio",
     "plain_batch_rows_per_s_per_core", "user_backfill_ratio", "user_backfill_rows_per_s_per_core",
+    "cli_backfill_ratio", "plain_batch_process_seconds", "cli_backfill_seconds",
 )  # fmt: skip
 
 
@@ -27,9 +28,11 @@ def test_ysb_bench_writes_sane_figures_and_a_chart(spark, bench_script, tmp_path
     assert all(isinstance(results[k], float) and results[k] > 0 for k in KEYS), results
     assert results["freshness_p50_s"] <= results["freshness_p95_s"] and results["freshness_probes"] == 2
     assert "throughput" not in results, "no throughput regime unless asked for"
-    views = results["gold_views"]  # same data, same answer, five ways
+    views = results["gold_views"]  # same data, same answer, seven ways
     assert len(set(views.values())) == 1 and views["plain_batch"] > 0, views
-    assert set(views) == {"platform", "plain_spark", "backfill", "user_backfill", "plain_batch"}
+    assert set(views) == {
+        "platform", "plain_spark", "backfill", "user_backfill", "plain_batch", "cli_backfill", "plain_process",
+    }  # fmt: skip
     for run in ("backfill", "user_backfill"):  # the steps' phases within the steps, the steps within the run
         phases = results[f"{run}_phases"]
         assert set(phases) == {"bronze", "silver", "gold", "coordination"}, phases
