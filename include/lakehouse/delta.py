@@ -32,6 +32,7 @@ from delta.tables import DeltaTable
 from pyspark.sql import functions as F
 from pyspark.sql.types import ArrayType, DataType, MapType, StructField, StructType
 
+from lakehouse.core.errors import UsageError
 from lakehouse.monitoring.status import CODE
 from lakehouse.state import storage
 from lakehouse.state.control import check_fences
@@ -46,6 +47,7 @@ log = logging.getLogger("lakehouse.delta")
 T = TypeVar("T")
 
 CHANGE_DATA_FEED = {"delta.enableChangeDataFeed": "true"}  # tables whose writes change rows
+STATS_COLUMNS = "delta.dataSkippingStatsColumns"  # the columns a table keeps file statistics on
 ACTION = "_action"  # a diff row's column: what to do with its match (see merge_diff)
 CONFLICT_RETRIES = 8  # backoff 0.5 s, 1 s, ... : about 14 s of a busy concurrent writer
 _TXN_APP = "spark.databricks.delta.write.txnAppId"
@@ -117,21 +119,32 @@ def ensure_table(
     comment: str = "",
     partition_by: Sequence[str] = (),
     properties: Mapping[str, str] | None = None,
+    stats_columns: Sequence[str] | None = None,
 ) -> bool:
-    """Create the Delta table (schema, partitioning, table properties) if it does not exist yet;
-    whether this call created it (so it holds no rows).
+    """Create the Delta table (schema, partitioning, table properties, the columns it keeps
+    data-skipping statistics on: ``None``, Delta's default) if it does not exist yet; whether
+    this call created it (so it holds no rows).
 
     Streams create their output before starting so that downstream streams can start too.
     """
     if exists(spark, path):
         return False
+    properties = dict(properties or {})
+    if stats_columns is not None:
+        unknown = [c for c in stats_columns if c.split(".", 1)[0] not in schema.fieldNames()]
+        if unknown:
+            raise UsageError(
+                f"{name}: stats_columns names {', '.join(unknown)}, not column(s) of the table "
+                f"(its columns: {', '.join(schema.fieldNames())}); fix the table's stats_columns="
+            )
+        properties[STATS_COLUMNS] = ",".join(f"`{c}`" if "." not in c else c for c in stats_columns)
     clear_uncommitted_log(spark, path)
     builder = DeltaTable.createIfNotExists(spark).location(path).addColumns(nullable(schema))
     if comment:
         builder = builder.comment(comment)
     if partition_by:
         builder = builder.partitionedBy(*partition_by)
-    for key, value in (properties or {}).items():
+    for key, value in properties.items():
         builder = builder.property(key, value)
     retry_on_conflict(builder.execute, f"create {name}")
     return True

@@ -35,6 +35,31 @@ def test_a_table_whose_creation_was_interrupted_is_created(spark, tmp_path: Path
     assert spark.read.format("delta").load(path).columns == ["event_id"]
 
 
+def test_a_table_keeps_statistics_on_its_declared_columns_only(spark, tmp_path: Path) -> None:
+    """``stats_columns``: the files a write adds carry min, max and null counts of those columns
+    (nested ones as ``a.b``) and of no other; a name the table does not have is refused, saying
+    which; without it, every column (Delta's default for a table this narrow)."""
+    rows = spark.createDataFrame(
+        [("a", 1, ("x", 5)), ("b", 2, ("y", 6))], "id STRING, v INT, nested STRUCT<k: STRING, n: INT>"
+    )
+
+    def stats(path: str) -> dict:  # of the one file the append added (commit 1)
+        commit = storage.read_text(spark, f"{path}/_delta_log/{1:020d}.json") or ""
+        [add] = [json.loads(line)["add"] for line in commit.splitlines() if line.startswith('{"add"')]
+        return json.loads(add["stats"])
+
+    declared, default = str(tmp_path / "declared"), str(tmp_path / "default")
+    assert ensure_table(spark, declared, rows.schema, name="bronze.t", stats_columns=["v", "nested.n"])
+    ensure_table(spark, default, rows.schema, name="bronze.u")
+    for path in (declared, default):
+        rows.coalesce(1).write.format("delta").mode("append").save(path)
+    assert stats(declared)["minValues"] == {"v": 1, "nested": {"n": 5}}
+    assert stats(declared)["nullCount"] == {"v": 0, "nested": {"n": 0}}
+    assert stats(default)["maxValues"] == {"id": "b", "v": 2, "nested": {"k": "y", "n": 6}}
+    with pytest.raises(Exception, match=r"bronze.w: stats_columns names ts, not column\(s\) of the table"):
+        ensure_table(spark, str(tmp_path / "w"), rows.schema, name="bronze.w", stats_columns=["v", "ts"])
+
+
 def test_a_replayed_append_is_skipped_whether_its_batch_was_first_of_its_run_or_not(
     spark, tmp_path: Path
 ) -> None:

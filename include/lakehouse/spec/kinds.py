@@ -43,6 +43,7 @@ def Ingest(
     freshness: str = DEFAULT_FRESHNESS,
     expectations: Expectations = (),
     checks: Expectations = (),
+    stats_columns: Names | None = None,
 ) -> Table:
     """A bronze table fed by ``source`` (or alternatives, the deployment picks one): every input
     line lands, the malformed ones with ``_parse_error`` and the raw record.
@@ -63,6 +64,7 @@ def Ingest(
         freshness=freshness,
         expectations=expectations,
         checks=checks,
+        stats_columns=stats_columns,
     )
 
 
@@ -82,6 +84,7 @@ def StreamingTable(
     freshness: str = DEFAULT_FRESHNESS,
     expectations: Expectations = (),
     checks: Expectations = (),
+    stats_columns: Names | None = None,
 ) -> Table:
     """``transform(*upstreams, *lookups)`` run as a stream over the upstreams' new rows and as
     bounded backfills over the same code.
@@ -106,6 +109,7 @@ def StreamingTable(
         freshness=freshness,
         expectations=expectations,
         checks=checks,
+        stats_columns=stats_columns,
     )
 
 
@@ -121,6 +125,7 @@ def ApplyChanges(
     freshness: str = DEFAULT_FRESHNESS,
     expectations: Expectations = (),
     checks: Expectations = (),
+    stats_columns: Names | None = None,
 ) -> Table:
     """The change feed of ``upstream`` (Debezium events in bronze) applied per key in sequence
     order: ``Scd1(...)`` keeps the current row of each key, ``Scd2(...)`` every version.
@@ -140,6 +145,7 @@ def ApplyChanges(
         freshness=freshness,
         expectations=expectations,
         checks=checks,
+        stats_columns=stats_columns,
     )
 
 
@@ -156,6 +162,7 @@ def MaterializedView(
     freshness: str = DEFAULT_FRESHNESS,
     expectations: Expectations = (),
     checks: Expectations = (),
+    stats_columns: Names | None = None,
 ) -> Table:
     """``transform(*upstreams, *lookups)`` over the upstreams' whole current contents, recomputed
     whenever one of them changes: what no stream maintains row by row, such as a join "as of" a
@@ -174,4 +181,5 @@ def MaterializedView(
         freshness=freshness,
         expectations=expectations,
         checks=checks,
+        stats_columns=stats_columns,
     )

@@ -125,6 +125,7 @@ class ModeWriter:
         return delta.ensure_table(
             df.sparkSession, self.path, df.schema, name=self.table.name,
             comment=self.table.description, partition_by=self.table.partition_by,
+            stats_columns=self.table.skipping_stats,
         )  # fmt: skip
 
     def write_batch(self, rows: DataFrame, origin: Origin) -> None:

@@ -193,7 +193,7 @@ class ChangeApplier:
         delta.ensure_table(
             spark, self.path, table_rows(changes.limit(0), self.mode).schema, name=self.table.name,
             comment=self.table.description, partition_by=self.partitioning,
-            properties=delta.CHANGE_DATA_FEED,
+            properties=delta.CHANGE_DATA_FEED, stats_columns=self.table.skipping_stats,
         )  # fmt: skip
         self.repair_latest(spark, new_log=new_log)
 

@@ -153,6 +153,22 @@ def test_a_bronze_table_names_alternative_sources_and_the_deployment_picks_one()
         Ingest("bronze.x", source=[files, files])
 
 
+def test_bronze_keeps_statistics_on_its_times_and_parse_error_unless_declared_otherwise() -> None:
+    assert Ingest("bronze.e", source=SOURCE, event_time="ts").skipping_stats == (
+        "ts", "_arrival_time", "_ingested_at", "_parse_error",
+    )  # fmt: skip
+    assert Ingest("bronze.e", source=SOURCE).skipping_stats == (
+        "_arrival_time",
+        "_ingested_at",
+        "_parse_error",
+    )
+    assert Ingest("bronze.e", source=SOURCE, stats_columns="id").skipping_stats == ("id",)
+    assert Ingest("bronze.e", source=SOURCE, stats_columns=[]).skipping_stats == ()  # none at all
+    silver = StreamingTable("silver.e", upstreams=["bronze.e"], transform="t:f")
+    assert silver.skipping_stats is None  # Delta's default: the first 32 columns
+    assert attrs.evolve(silver, stats_columns=["ts", "v"]).skipping_stats == ("ts", "v")
+
+
 def test_names_layers_and_origins() -> None:
     with pytest.raises(SpecError, match=r"must be '<layer>.<name>'"):
         Ingest("platinum.x", source=SOURCE)
