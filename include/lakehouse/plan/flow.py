@@ -23,7 +23,7 @@ from lakehouse.spec import Pipeline, SpecError, Table, Upstream
 from lakehouse.spec.sources.base import UNLIMITED_FILES
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Callable, Mapping
 
     from lakehouse.core.lake import Lake
 
@@ -80,6 +80,20 @@ def read_upstream(
     return df
 
 
+def _in_slice(
+    settle: Callable[[], DataFrame | None], table: Table, slice_: Slice
+) -> Callable[[], DataFrame | None]:
+    """``settle``, its rows limited to ``slice_`` as the batch's own rows are."""
+
+    def settled() -> DataFrame | None:
+        rows = settle()
+        if rows is None or slice_.is_full or not table.time_expression:
+            return rows
+        return rows.where(slice_.condition(table.time_expression))
+
+    return settled
+
+
 def upstream_changes(spark: SparkSession, lake: Lake, pipeline: Pipeline, table: Table) -> DataFrame:
     """The stream of a ``Recompute`` table: one row per row appended to any of its upstreams,
     and a micro-batch (possibly of no rows) for each of their commits that changed rows: each
@@ -107,6 +121,7 @@ def build(
     cut: Cut = EVERYTHING,
     unlimited: bool = False,
     as_of: Mapping[str, int] | None = None,
+    settlements: list[Callable[[], DataFrame | None]] | None = None,
 ) -> DataFrame:
     """The rows ``table``'s flow writes: the same plan for a stream and for a backfill (a
     backfill's bronze reads only the ``cut`` of its source that the stream consumed; a batch reads
@@ -116,7 +131,9 @@ def build(
     input in one micro-batch; the limits are read options, which later runs keep).
 
     A stream leaves its source's per-batch accounting (e.g. of landing files) to its micro-batches
-    (``SourceReader.micro_batches``, in ``foreachBatch``); a batch does it here."""
+    (``SourceReader.micro_batches``, in ``foreachBatch``); a batch does it here, and what the
+    accounting can only tell once the rows are written goes to ``settlements`` (each returns the
+    rows to append then, or ``None``; see ``lakehouse.sources.Prepared``)."""
     if table.state is not None and not streaming:
         raise SpecError(
             f"{table.name!r} keeps per-key state with event-time timers (state=...), which a batch "
@@ -128,7 +145,10 @@ def build(
         source, bronze = reader_for(declared), Bronze(spark, lake, pipeline, table)
         df = source.read(bronze, streaming=streaming, cut=cut)
         if not streaming:
-            df = source.account(bronze, df, cut)
+            prepared = source.account(bronze, df, cut)
+            df = prepared.rows
+            if prepared.settle is not None and settlements is not None:
+                settlements.append(_in_slice(prepared.settle, table, slice_))
         if not streaming and not slice_.is_full:
             if not table.time_expression:
                 raise SpecError(f"{table.name!r} has no event_time; backfill it as a full refresh")

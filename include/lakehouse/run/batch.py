@@ -14,6 +14,7 @@ the rows the stream gives once its watermark has passed the slice.
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 import uuid
@@ -35,7 +36,7 @@ from lakehouse.state import storage
 from lakehouse.writes import Origin, TableWriter
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator, Mapping, Sequence
+    from collections.abc import Callable, Iterator, Mapping, Sequence
 
     from pyspark.sql import DataFrame, SparkSession
 
@@ -130,11 +131,16 @@ def recompute(
         ) -> None:  # fmt: skip
             phases.clear()  # the phases of the attempt that committed
             planning = time.perf_counter()
-            with _computed(spark, lake, pipeline, table, table_slice, cut, model_version, versions) as df:
+            settlements: list[Callable[[], DataFrame | None]] = []
+            with _computed(
+                spark, lake, pipeline, table, table_slice, cut, model_version, versions, settlements
+            ) as df:
                 created = writer.ensure(df)
                 phases["plan"] = time.perf_counter() - planning
                 phases.update(
-                    _write_slice(writer, gate, df, table_slice, allow_shrink=allow_shrink, created=created)
+                    _write_slice(
+                        writer, gate, df, table_slice, settlements, allow_shrink=allow_shrink, created=created
+                    )
                 )
 
         # A stream writing the same table concurrently makes the commit conflict: recompute
@@ -165,16 +171,24 @@ def recompute(
 
 
 def _write_slice(
-    writer: TableWriter, gate: QualityGate | None, df: DataFrame, slice_: Slice, *, allow_shrink: bool,
-    created: bool = False,
+    writer: TableWriter, gate: QualityGate | None, df: DataFrame, slice_: Slice,
+    settlements: list[Callable[[], DataFrame | None]], *, allow_shrink: bool, created: bool = False,
 ) -> dict[str, float]:  # fmt: skip
     """Check the slice does not shrink, judge its rows (when the table declares expectations),
     then commit them; returns the seconds of each phase.
 
     Rows are cached only for a gate (its counts, the quarantine and the table write read them):
     without one the write computes them once, and the shrink guard's count, needed only when
-    the slice holds rows, reads just what counting needs (no parse, no transform output)."""
+    the slice holds rows, reads just what counting needs (no parse, no transform output).
+    What the source's accounting finds as the rows are read (``settlements``) joins them once
+    a count has read them all (the guard's, the gate's), else follows the write."""
     origin = Origin("backfill", str(uuid.uuid4()), slice=slice_)
+
+    def settled() -> DataFrame | None:
+        found = [rows for settle in settlements if (rows := settle()) is not None]
+        settlements.clear()
+        return functools.reduce(lambda a, b: a.unionByName(b), found) if found else None
+
     phases: dict[str, float] = {}
     clock = time.perf_counter()
 
@@ -186,11 +200,15 @@ def _write_slice(
 
     if gate is not None:
         df.persist()
+    rows = df
     try:
         guarded = not allow_shrink and writer.replaces(slice_)
         held = writer.rows_in(df.sparkSession, slice_, created=created) if guarded else 0
         if held:
             new = writer.slice_rows(df, slice_).count()
+            if (found := settled()) is not None:
+                rows = rows.unionByName(found)
+                new += writer.slice_rows(found, slice_).count()
             if new < held:
                 raise ShrinkRefused(
                     f"{writer.table.name}: the backfill of {slice_.label} would replace {held:,} rows "
@@ -202,11 +220,16 @@ def _write_slice(
         lap("guard")
         if gate is not None:
             df.count()  # fills the cache the gate's counts and the writes read: timed on its own
+            if (found := settled()) is not None:
+                rows = rows.unionByName(found)
             lap("compute")
-        verdict = gate.judge(df, origin) if gate is not None else Verdict(df, None)
+        verdict = gate.judge(rows, origin) if gate is not None else Verdict(rows, None)
         lap("gate")
         writer.write_slice(verdict.kept, verdict.rejected, origin)
         lap("write")
+        if (found := settled()) is not None:  # a commit of their own, after the slice's
+            writer.append_found(found, origin)
+            lap("accounting")
     finally:
         if gate is not None:
             df.unpersist()
@@ -217,6 +240,7 @@ def _write_slice(
 def _computed(
     spark: SparkSession, lake: Lake, pipeline: Pipeline, table: Table, slice_: Slice, cut: Cut,
     model_version: int | None = None, as_of: Mapping[str, int] | None = None,
+    settlements: list[Callable[[], DataFrame | None]] | None = None,
 ) -> Iterator[DataFrame]:  # fmt: skip
     """The rows of ``slice_`` of ``table``: a batch query (its upstreams at the versions ``as_of``
     names, else their latest), or a replay for stateful flows; a table scored by a model, each
@@ -231,7 +255,10 @@ def _computed(
         yield ScoredFlow(spark, lake, pipeline, table).rescore(inputs, held, model_version)
         return
     if table.state is None:
-        yield build(spark, lake, pipeline, table, streaming=False, slice_=slice_, cut=cut, as_of=as_of)
+        yield build(
+            spark, lake, pipeline, table, streaming=False, slice_=slice_, cut=cut, as_of=as_of,
+            settlements=settlements,
+        )  # fmt: skip
         return
     scratch = lake.scratch(pipeline.name, table.name, uuid.uuid4().hex)
     try:

@@ -30,7 +30,7 @@ from lakehouse.plan.flow import build, upstream_changes
 from lakehouse.quality.gate import QualityGate, Verdict
 from lakehouse.run import failures
 from lakehouse.run.codegen import CodegenBySize
-from lakehouse.sources import Bronze, reader_for
+from lakehouse.sources import Bronze, Prepared, reader_for
 from lakehouse.state.checkpoints import Checkpoint
 from lakehouse.writes import FAILED, Origin, TableWriter
 
@@ -105,7 +105,7 @@ class FlowSink:
         self,
         writer: TableWriter,
         gate: QualityGate | None,
-        prepare: Callable[[DataFrame, int], DataFrame] | None = None,
+        prepare: Callable[[DataFrame, int], DataFrame | Prepared] | None = None,
         *,
         recomputed: bool = False,
         scored: Model | None = None,
@@ -206,9 +206,12 @@ class FlowSink:
                 lap("compute")
                 return self._nothing_to_write(batch_id, phases)
             lap("compute")
+            settle = None  # what the source's accounting settles once the batch is written
             if self.prepare:
                 try:
                     rows = self.prepare(batch, batch_id)
+                    if isinstance(rows, Prepared):
+                        rows, settle = rows.rows, rows.settle
                 except ModelUnavailable as exc:
                     if self.scored is None or self.scored.unavailable != "quarantine":
                         raise
@@ -233,6 +236,11 @@ class FlowSink:
             if no_rows and self._no_rows_no_change():
                 return self._nothing_to_write(batch_id, phases)
             phases.update(self.writer.write_batch(verdict.kept, verdict.rejected, origin))
+            if settle is not None:  # (its time: part of computing the batch)
+                clock = time.perf_counter()
+                if (found := settle()) is not None:
+                    self.writer.append_found(found, origin)
+                lap("compute")
             BATCH_TIMINGS.record(self._query_id, batch_id, phases)
             self._committed()
         finally:
@@ -359,7 +367,7 @@ class StreamRunner:
         checkpoint = self.lake.checkpoint(self.pipeline.name, flow)
         return failures.explain(self.pipeline.name, flow, checkpoint, error)
 
-    def _source_accounting(self, table: Table) -> Callable[[DataFrame, int], DataFrame] | None:
+    def _source_accounting(self, table: Table) -> Callable[[DataFrame, int], Prepared] | None:
         """Each micro-batch's accounting of its source's input, if its kind keeps one (landing
         files: lines too long to read, files gone before they were read)."""
         if table.source is None:
@@ -370,7 +378,7 @@ class StreamRunner:
         if accounting is None:
             return None
 
-        def prepare(batch: DataFrame, batch_id: int) -> DataFrame:
+        def prepare(batch: DataFrame, batch_id: int) -> Prepared:
             prepared = accounting(batch, batch_id)
             if vanished := prepared.vanished:
                 log.warning(
@@ -382,7 +390,7 @@ class StreamRunner:
                     "batch_id": batch_id, "num_input_rows": len(vanished),
                     "exception": "\n".join(vanished),
                 }])  # fmt: skip
-            return prepared.rows
+            return prepared
 
         return prepare
 

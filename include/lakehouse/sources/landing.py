@@ -6,16 +6,24 @@ reader skips it); :class:`LandingAccounting` notices the bytes of the file that 
 adds a row saying so, and counts the files that vanished before they could be read. Every row
 carries its ``_arrival_time`` (the file's modification time), so a line whose event time could
 not be read still belongs to a backfill slice.
+
+The bytes are counted in the same pass that writes the rows (a Spark observation): only a file of
+``max_line_bytes`` or more can hold such a line, and only when the bytes of all such files miss a
+line's worth is each of them measured apart (a second read) and a row added for what it lost,
+in a commit after the batch's. So a batch that lost nothing, nearly every batch, reads its input
+once.
 """
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 from urllib.parse import unquote, urlsplit
 
 from pyspark.errors import AnalysisException
+from pyspark.sql import Observation
 from pyspark.sql import functions as F
 
 from lakehouse.sources.protocol import EVERYTHING, Bronze, Cut, Prepared, SourceReader
@@ -129,16 +137,46 @@ class LandingAccounting:
     max_line_bytes: int | None
     vanished: list[str] = field(default_factory=list)
 
-    def apply(self, rows: DataFrame, files: list[LandedFile], lines: DataFrame | None = None) -> DataFrame:
-        """``rows`` of these ``files``, with a row for each file that lost a line; without the
-        accounting columns. ``lines``: the same files' lines read apart (their file, arrival time
-        and size are all the accounting needs), else the sizes are summed over ``rows`` (which hold
-        neither blank lines nor a ``\\r`` before a break: more may seem missing than is)."""
+    def prepare(
+        self, rows: DataFrame, files: list[LandedFile], measure: Callable[[], DataFrame | None]
+    ) -> Prepared:
+        """``rows`` of these ``files`` ready to write (without the accounting columns), counting as
+        they are written the bytes of the files that can hold a line too long to read; settled
+        after the write: when those files miss a line's worth of bytes, each is measured apart
+        (``measure``: their lines read apart, see :meth:`lost`) and a row for what it lost is
+        added. (A file misses bytes without losing a line too: blank lines and ``\\r`` before
+        a break hold no row, a byte order mark 3; it is only measured then.)"""
         self.vanished = [f.path for f in files if f.size is None]
         out = rows.drop(FILE_SIZE, LINE_BYTES)
         limit = self.max_line_bytes
-        if limit is None or not self.may_lose_lines(files):
-            return out
+        large = [f for f in files if limit is not None and f.size is not None and f.size >= limit]
+        if limit is None or not large:
+            return Prepared(out, tuple(self.vanished))
+        counted = Observation(f"landing bytes {uuid.uuid4().hex[:8]}")
+        observed = rows.observe(
+            counted, F.sum(F.when(F.col(FILE_SIZE) >= limit, F.col(LINE_BYTES))).alias("bytes")
+        )
+
+        def settle() -> DataFrame | None:
+            # Without a lost line, a file is at most one byte over (a last line without its
+            # break); a lost line alone misses ``limit - 1`` bytes or more
+            read = observed_bytes(counted)
+            if read is not None and sum(f.size or 0 for f in large) - read < limit - 1 - len(large):
+                return None
+            return self.lost(rows, files, measure())
+
+        return Prepared(observed.drop(FILE_SIZE, LINE_BYTES), tuple(self.vanished), settle)
+
+    def lost(
+        self, rows: DataFrame, files: list[LandedFile], lines: DataFrame | None = None
+    ) -> DataFrame | None:
+        """A row for each of these ``files`` with bytes no row of ``rows`` holds (a line of
+        ``max_line_bytes`` or more was skipped), ``None`` if none. ``lines``: the same files'
+        lines read apart (their file, arrival time and size are all this needs), else the sizes
+        are summed over ``rows`` (which hold neither blank lines nor a ``\\r`` before a break:
+        more may seem missing than is)."""
+        limit = self.max_line_bytes
+        assert limit is not None
         measured = rows if lines is None else lines
         read = {  # by file, spelled as its rows spell it
             same_file(r[SOURCE_FILE]): (r[SOURCE_FILE], int(r["bytes"] or 0))
@@ -160,7 +198,7 @@ class LandingAccounting:
             self.vanished += sorted(gone)
             short = [entry for entry in short if entry[0] not in gone]
         if not short:
-            return out
+            return None
         lost = spark.createDataFrame(
             [(spelled, missing) for _, spelled, missing in short], f"{SOURCE_FILE} STRING, missing BIGINT"
         ).select(
@@ -173,7 +211,7 @@ class LandingAccounting:
         )
         times = measured.select(SOURCE_FILE, ARRIVAL_TIME).dropDuplicates([SOURCE_FILE])
         lost = lost.join(times, SOURCE_FILE, "left").withColumn(INGESTED_AT, F.current_timestamp())
-        return out.unionByName(lost, allowMissingColumns=True)
+        return rows.drop(FILE_SIZE, LINE_BYTES).limit(0).unionByName(lost, allowMissingColumns=True)
 
     def may_lose_lines(self, files: list[LandedFile]) -> bool:
         """Whether a line of ``files`` can have been skipped: only a file of ``max_line_bytes`` or
@@ -210,15 +248,14 @@ class LandingFilesReader(SourceReader):
 
     def _accounted(
         self, spark: SparkSession, accounting: LandingAccounting, rows: DataFrame, paths: list[str]
-    ) -> DataFrame:
+    ) -> Prepared:
         """``rows`` of ``paths`` through ``accounting``, a stream's micro-batch or a backfill's
-        read alike. The line sizes come from the files read apart: file names and line lengths,
-        no parse, every line with its break counted (summing over a micro-batch, foreachBatch's
-        executed plan, which Spark cannot prune, parsed every line once more: 4.4 s of a 12 s
-        batch of 1M JSON lines)."""
+        read alike. A file that may have lost a line is measured from the file read apart: file
+        names and line lengths, no parse, every line with its break counted (summing over a
+        micro-batch, foreachBatch's executed plan, which Spark cannot prune, parsed every line
+        once more: 4.4 s of a 12 s batch of 1M JSON lines)."""
         files = accounting.list_files(spark, paths)
-        lines = self._line_sizes(spark, files) if accounting.may_lose_lines(files) else None
-        return accounting.apply(rows, files, lines)
+        return accounting.prepare(rows, files, lambda: self._line_sizes(spark, files))
 
     def _line_sizes(self, spark: SparkSession, files: list[LandedFile]) -> DataFrame | None:
         """:meth:`line_sizes` of the ``files`` still there, ``None`` if one vanished meanwhile (a
@@ -250,7 +287,7 @@ class LandingFilesReader(SourceReader):
         # (no commit: the stream found nothing yet)
         return Cut(tuple(consumed_files(checkpoint)) if checkpoint.exists else ())
 
-    def account(self, bronze: Bronze, rows: DataFrame, cut: Cut) -> DataFrame:
+    def account(self, bronze: Bronze, rows: DataFrame, cut: Cut) -> Prepared:
         files = cut.consumed
         paths = (
             list(files)
@@ -263,8 +300,7 @@ class LandingFilesReader(SourceReader):
         accounting = LandingAccounting(self.max_line_bytes())
 
         def prepare(batch: DataFrame, batch_id: int) -> Prepared:
-            rows = self._accounted(bronze.spark, accounting, batch, batch_files(checkpoint, batch_id))
-            return Prepared(rows, tuple(accounting.vanished))
+            return self._accounted(bronze.spark, accounting, batch, batch_files(checkpoint, batch_id))
 
         return prepare
 
@@ -275,6 +311,15 @@ class LandingFilesReader(SourceReader):
         return atomic_write(
             f"{landing_path(lake, pipeline, table)}/{name}", "".join(f"{line}\n" for line in lines)
         )
+
+
+def observed_bytes(observation: Observation) -> int | None:
+    """What ``observation`` counted, if the plan it watches has run (a micro-batch replayed after
+    a crash may skip its write, and with it the count): never waits."""
+    if not observation._jo.future().isCompleted():  # noqa: SLF001 (pyspark's get would wait)
+        return None
+    counted = observation.get.get("bytes")
+    return 0 if counted is None else int(counted)
 
 
 def file_metadata(frame: DataFrame) -> list[Column]:

@@ -52,10 +52,14 @@ class Bronze:
 
 @dataclass(frozen=True)
 class Prepared:
-    """A micro-batch ready to write, and the inputs that vanished before they could be read."""
+    """A batch of a source ready to write (a micro-batch, or a backfill's read), the inputs that
+    vanished before they could be read, and ``settle``: what to call once its rows are committed,
+    which returns rows that only then showed to be missing (e.g. a line too long to read, counted
+    as the batch was written), to append; ``None``: nothing more."""
 
     rows: DataFrame
     vanished: tuple[str, ...] = ()
+    settle: Callable[[], DataFrame | None] | None = None
 
 
 class SourceReader:
@@ -64,7 +68,8 @@ class SourceReader:
     ``read`` gives the parsed bronze rows, as a stream or as a batch limited to a :class:`Cut`;
     ``consumed`` reads in a stream's checkpoint what it has consumed (what a backfill then
     reads); ``account`` (batches) and ``micro_batches`` (streams) add what only a whole batch can
-    tell (e.g. lines too long to read); ``deliver`` is where a generator's lines go.
+    tell (e.g. lines too long to read, settled once the batch is written); ``deliver`` is where a
+    generator's lines go.
     """
 
     # Columns ``read`` adds for accounting only; the runners drop them before writing.
@@ -80,9 +85,9 @@ class SourceReader:
         """What the stream with this ``checkpoint`` has consumed (default: everything there is)."""
         return EVERYTHING
 
-    def account(self, bronze: Bronze, rows: DataFrame, cut: Cut) -> DataFrame:
-        """A batch read's ``rows`` as written (default: as read, less the working columns)."""
-        return rows.drop(*self.working_columns)
+    def account(self, bronze: Bronze, rows: DataFrame, cut: Cut) -> Prepared:
+        """A batch read's ``rows`` ready to write (default: as read, less the working columns)."""
+        return Prepared(rows.drop(*self.working_columns))
 
     def micro_batches(
         self, bronze: Bronze, checkpoint: Checkpoint

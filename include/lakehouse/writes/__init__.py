@@ -253,6 +253,20 @@ class TableWriter:
             if pending is not None:
                 pending.result()
 
+    def append_found(self, rows: DataFrame, origin: Origin) -> None:
+        """Append rows the source's accounting found only once the batch was written (a line too
+        long to read, see ``lakehouse.sources.Prepared``): after a micro-batch's commit, once per
+        batch (a replay's is skipped); after a backfill's slice, as a commit of its own."""
+        if origin.kind == "stream":
+            assert origin.batch_id is not None
+            delta.append_once(
+                rows, self.path, app_id=f"{origin.run_id}/found", version=origin.batch_id,
+                what=f"{self.table.name}: what batch {origin.batch_id}'s accounting found",
+                replay_possible=origin.first_of_run,
+            )  # fmt: skip
+        else:
+            delta.append(rows, self.path)
+
     def replaces(self, slice_: Slice) -> bool:
         """Whether writing ``slice_`` replaces what the table holds there (upserts merge into it;
         a change feed's slice is the changes in it, which replace those its log holds)."""

@@ -140,7 +140,12 @@ def test_a_line_too_long_to_read_and_a_vanished_file_are_accounted_for(spark, tm
     )
     files.append(LandedFile(f"file://{landing}/gone.json", None))
     files.append(LandedFile(f"file://{landing}/deleted.json", 5000))  # listed, then deleted unread
-    out = accounting.apply(parsed, files).collect()
+    prepared = accounting.prepare(parsed, files, measure=lambda: None)  # (sums the rows' own sizes)
+    out = prepared.rows.collect()  # as a write would: the bytes counted as the rows go by
+    assert prepared.settle is not None
+    found = prepared.settle()
+    assert found is not None and found.columns == prepared.rows.columns
+    out += found.collect()
     assert sorted(r["id"] for r in out if r["id"]) == ["a", "b", "d", "e"]
     lost = {Path(r["_source_file"]).name: r[PARSE_ERROR] for r in out if r["id"] is None}
     assert set(lost) == {"mixed.json", "only-huge.json", "exact.json"}
@@ -151,19 +156,45 @@ def test_a_line_too_long_to_read_and_a_vanished_file_are_accounted_for(spark, tm
     assert "_file_size" not in out[0].asDict()
 
 
-def test_files_no_larger_than_max_line_bytes_need_no_line_sizes(spark) -> None:
+def test_files_are_measured_apart_only_when_their_bytes_miss_a_lines_worth(spark) -> None:
     """No line of a file can be longer than the file: when every file is within
-    ``max_line_bytes``, the accounting reads no line sizes (a micro-batch runs no extra job)."""
+    ``max_line_bytes``, nothing is counted or measured. Files of ``max_line_bytes`` or more are
+    counted as their rows are written, and measured apart (their lines read again) only when the
+    rows miss a line's worth of their bytes: a batch that lost no line reads its input once."""
     accounting = LandingAccounting(max_line_bytes=1000)
-    rows = spark.createDataFrame([("a", "f", 10)], "id STRING, _source_file STRING, _line_bytes INT")
-    unreadable = rows.withColumn("_line_bytes", F.raise_error(F.lit("the line sizes were read")))
-    small = [LandedFile("file:///l/a.json", 999), LandedFile("file:///l/b.json", 10)]
-    assert accounting.apply(rows, small, unreadable).count() == 1
-    assert not accounting.may_lose_lines(small)
-    # a file of 1,000 bytes can be one line of 999 and its break: the reader skips it
-    assert accounting.may_lose_lines([*small, LandedFile("file:///l/c.json", 1000)])
+    unreadable = spark.range(1).select(F.raise_error(F.lit("the line sizes were read")).alias("_line_bytes"))
+
+    def rows(*lines: tuple[str, int, int]):  # (file, its size, a line's bytes)
+        return spark.createDataFrame(
+            [(f"r{n}", f"file:///l/{name}", size, line) for n, (name, size, line) in enumerate(lines)],
+            "id STRING, _source_file STRING, _file_size BIGINT, _line_bytes INT",
+        )
+
+    small = rows(("a.json", 999, 999), ("b.json", 10, 10))
+    prepared = accounting.prepare(small, [LandedFile("file:///l/a.json", 999), LandedFile("file:///l/b.json", 10)],
+                                  measure=lambda: unreadable)  # fmt: skip
+    assert prepared.settle is None and prepared.rows.columns == ["id", "_source_file"]
+    assert not accounting.may_lose_lines([LandedFile("file:///l/a.json", 999)])
+
+    # a file of 1,000 bytes can be one line of 999 and its break, which the reader skips: counted
+    held = rows(("c.json", 1000, 600), ("c.json", 1000, 399))  # 999 of its 1,000 bytes: no line lost
+    prepared = accounting.prepare(held, [LandedFile("file:///l/c.json", 1000)], measure=lambda: unreadable)
+    assert prepared.rows.count() == 2 and prepared.settle is not None
+    assert prepared.settle() is None  # nothing measured
+    missing = rows(("c.json", 1000, 1))  # 999 bytes in no row: a line's worth, measured apart
+    prepared = accounting.prepare(missing, [LandedFile("file:///l/c.json", 1000)], measure=lambda: unreadable)
+    assert prepared.rows.count() == 1 and prepared.settle is not None
     with pytest.raises(Exception, match="the line sizes were read"):
-        accounting.apply(rows, [*small, LandedFile("file:///l/c.json", 1000)], unreadable)
+        found = prepared.settle()
+        assert found is not None
+        found.collect()
+    # a batch whose rows were never computed (a replay that skipped its write) is measured apart
+    prepared = accounting.prepare(held, [LandedFile("file:///l/c.json", 1000)], measure=lambda: unreadable)
+    assert prepared.settle is not None
+    with pytest.raises(Exception, match="the line sizes were read"):
+        found = prepared.settle()
+        assert found is not None
+        found.collect()
 
 
 LONG_LINES = Pipeline(
@@ -225,3 +256,28 @@ def test_files_larger_than_the_line_limit_are_accounted_for_by_their_lines_in_st
     progress = ProgressLog(streamed).read().filter(pl.col("event") == "progress")
     lines_read = 200 + 1 + len(windows) + 1  # blank ones too; not the two skipped
     assert progress["num_input_rows"].sum() == lines_read, progress.select("batch_id", "num_input_rows")
+
+
+def test_files_that_lost_no_line_are_read_once_in_stream_and_backfill(
+    spark, stream_and_batch, rows_of, monkeypatch
+) -> None:
+    """Files over ``max_line_bytes`` that lost no line are counted as their rows are written
+    and never read a second time for their line sizes, in a stream's micro-batch and in a
+    backfill alike (here reading them apart would fail)."""
+    from lakehouse.sources.json_files import JsonFilesReader
+
+    def never(*_: object) -> None:
+        raise AssertionError("the files were read again for their line sizes")
+
+    monkeypatch.setattr(JsonFilesReader, "line_sizes", never)
+    lines = [json.dumps({"id": f"s{i}", "v": i}) for i in range(300)]  # ~7 KB a file: over the limit
+
+    def write_input(lake: Lake) -> None:
+        landing = Landing(lake, LONG_LINES)
+        landing.write_lines("bronze.json_events", "a.json", lines[:150])
+        landing.write_lines("bronze.json_events", "b.json", lines[150:])
+
+    for lake in stream_and_batch(LONG_LINES, write_input):
+        rows = rows_of(lake, "bronze.json_events", ["id", PARSE_ERROR])
+        assert sorted(r[0] for r in rows) == sorted(f"s{i}" for i in range(300))
+        assert all(r[1] is None for r in rows)
