@@ -282,15 +282,19 @@ def percentile(values: list[float], q: float) -> float:
 
 
 # ---------------------------------------------------------------------- the run
-def regime(spark: SparkSession, work: Path, events: int, files: int) -> dict[str, Any]:
+def regime(
+    spark: SparkSession, work: Path, events: int, files: int, *, processes: bool = True
+) -> dict[str, Any]:
     """One day of ``events`` in ``files`` files, run on copies of the same landing zone: the
     platform's streams and the hand-written ones (one file per micro-batch), the platform's
     backfill (the library call, and as users run it: coordinated) and the hand-written batch
     jobs, in this session; then ``lakehouse backfill`` and the hand-written jobs as processes of
-    their own, each with its session's start. Rows per second per core, ratios, gold's answer."""
+    their own, each with its session's start (``processes``). Rows per second per core, ratios,
+    gold's answer."""
     source = Lake(str(work / "source"))
     land_day(source, events, files)
-    names = ("platform", "plain", "backfill", "user-backfill", "plain-batch", "cli-backfill", "plain-process")
+    names = ("platform", "plain", "backfill", "user-backfill", "plain-batch")
+    names += ("cli-backfill", "plain-process") if processes else ()
     lakes = {name: Lake(str(work / name)) for name in names}
     for lake in lakes.values():
         copy_landing(source, lake)
@@ -301,13 +305,27 @@ def regime(spark: SparkSession, work: Path, events: int, files: int) -> dict[str
     plain_batch_s, plain_layers = run_plain_batch(spark, Path(lakes["plain-batch"].root))
     backfill_s, backfill_steps = run_backfill(spark, lakes["backfill"])
     user_backfill_s, user_backfill_steps = run_user_backfill(spark, lakes["user-backfill"])
-    print(
-        f"{events:,} events in {files} files: lakehouse backfill and batch jobs as processes ...", flush=True
-    )
-    plain_process_s, _ = plain_process("ysb", lakes["plain-process"].root)
-    day = (DAY.strftime("%Y-%m-%d"), (DAY + timedelta(days=1)).strftime("%Y-%m-%d"))
-    cli_s = backfill_process(lakes["cli-backfill"].root, "ysb", *day)
     rate = lambda seconds: round(events / seconds / CORES, 1)  # noqa: E731
+    as_processes: dict[str, Any] = {}
+    if processes:
+        print(
+            f"{events:,} events in {files} files: lakehouse backfill and batch jobs as processes", flush=True
+        )
+        plain_process_s, _ = plain_process("ysb", lakes["plain-process"].root)
+        day = (DAY.strftime("%Y-%m-%d"), (DAY + timedelta(days=1)).strftime("%Y-%m-%d"))
+        cli_s = backfill_process(lakes["cli-backfill"].root, "ysb", *day)
+        plain_gold = str(Path(lakes["plain-process"].root) / "batch-tables" / "gold")
+        as_processes = {
+            "plain_batch_process_seconds": round(plain_process_s, 2),
+            "cli_backfill_seconds": round(cli_s, 2),
+            "cli_backfill_ratio": round(plain_process_s / cli_s, 3),
+            "plain_batch_process_rows_per_s_per_core": rate(plain_process_s),
+            "cli_backfill_rows_per_s_per_core": rate(cli_s),
+            "gold_views_as_processes": {
+                "cli_backfill": gold_views(spark, lakes["cli-backfill"].table("gold.campaign_windows")),
+                "plain_process": gold_views(spark, plain_gold),
+            },
+        }
     return {
         "events": events,
         "files": files,
@@ -326,11 +344,7 @@ def regime(spark: SparkSession, work: Path, events: int, files: int) -> dict[str
         "user_backfill_rows_per_s_per_core": rate(user_backfill_s),
         "user_backfill_ratio": round(plain_batch_s / user_backfill_s, 3),
         # as processes of their own, each with its session's start: what users wait for
-        "plain_batch_process_seconds": round(plain_process_s, 2),
-        "cli_backfill_seconds": round(cli_s, 2),
-        "cli_backfill_ratio": round(plain_process_s / cli_s, 3),
-        "plain_batch_process_rows_per_s_per_core": rate(plain_process_s),
-        "cli_backfill_rows_per_s_per_core": rate(cli_s),
+        **as_processes,
         # where the backfills' time went, beside the hand-written jobs' seconds per layer
         "plain_batch_layers": {layer: round(spent, 3) for layer, spent in plain_layers.items()},
         "backfill_phases": phases_per_layer(backfill_steps, backfill_s),
@@ -341,10 +355,6 @@ def regime(spark: SparkSession, work: Path, events: int, files: int) -> dict[str
             "backfill": gold_views(spark, lakes["backfill"].table("gold.campaign_windows")),
             "user_backfill": gold_views(spark, lakes["user-backfill"].table("gold.campaign_windows")),
             "plain_batch": gold_views(spark, str(Path(lakes["plain-batch"].root) / "batch-tables" / "gold")),
-            "cli_backfill": gold_views(spark, lakes["cli-backfill"].table("gold.campaign_windows")),
-            "plain_process": gold_views(
-                spark, str(Path(lakes["plain-process"].root) / "batch-tables" / "gold")
-            ),
         },
         # every event once in bronze, and nothing else (a parse error or an accounting row would show)
         "bronze_rows": {
@@ -368,18 +378,25 @@ def bench(
     throughput_events: int = 0,
     throughput_files: int = 16,
     warm_up: bool = True,
+    processes: bool = True,
 ) -> dict[str, Any]:
     """Both regimes (many small batches; ``throughput_events`` in large files, if any) and the
     freshness probes; ``warm_up`` first runs both implementations once on a small day (JIT and
-    caches: the first Spark jobs of a JVM are slow)."""
+    caches: the first Spark jobs of a JVM are slow); ``processes``: also ``lakehouse backfill``
+    and the hand-written jobs as processes of their own."""
     if warm_up:
         warm = Lake(str(work / "warm"))
         land_day(warm, max(1000, events // 100), 2, seed=2)
         run_platform(spark, warm)
         run_plain(spark, Path(warm.root))
-    results: dict[str, Any] = {"cores": CORES, **regime(spark, work / "small", events, files)}
+    results: dict[str, Any] = {
+        "cores": CORES,
+        **regime(spark, work / "small", events, files, processes=processes),
+    }
     if throughput_events:
-        results["throughput"] = regime(spark, work / "large", throughput_events, throughput_files)
+        results["throughput"] = regime(
+            spark, work / "large", throughput_events, throughput_files, processes=processes
+        )
     print(f"freshness: {probes} probes ...", flush=True)
     latencies = freshness(spark, Lake(str(work / "fresh")), probes, interval)
     plain_latencies = freshness(spark, Lake(str(work / "fresh-plain")), probes, interval, plain=True)
@@ -423,13 +440,15 @@ def chart(results: dict[str, Any], path: Path) -> None:
         ("plain_batch_process_rows_per_s_per_core", "plain batch jobs, a process", "#ddd"),
         ("cli_backfill_rows_per_s_per_core", "`lakehouse backfill`, a process", "#d4f4c4"),
     ]
+    kinds = [kind for kind in kinds if all(kind[0] in figures for _, figures in regimes)]
     width = 0.8 / len(kinds)
     for k, (key, label, color) in enumerate(kinds):
         left.bar([r + k * width for r in range(len(regimes))], [figures[key] for _, figures in regimes],
                  width, label=label, color=color)  # fmt: skip
     ticks = [
         f"{name}\n{f['events']:,} events\nstream {f['ratio']:.2f}, batch {f['backfill_ratio']:.2f}"
-        f" / {f['user_backfill_ratio']:.2f}, as processes {f['cli_backfill_ratio']:.2f}"
+        f" / {f['user_backfill_ratio']:.2f}"
+        + (f", as processes {f['cli_backfill_ratio']:.2f}" if "cli_backfill_ratio" in f else "")
         for name, f in regimes
     ]
     left.set_xticks([r + 0.4 - width / 2 for r in range(len(regimes))], ticks)

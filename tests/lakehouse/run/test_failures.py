@@ -150,7 +150,7 @@ def test_a_pipeline_changed_step_by_step_fix_re_key_new_field_and_loosened_expec
     [archived] = storage.names(spark, f"{lake.root}/archive")
     aside = lake.archive(archived)
     assert read(aside, STATS).count() == old_rows and Checkpoint(spark, aside.checkpoint("iot", STATS)).exists
-    assert "catch-up" in step.phases, "computed once, as a new flow"
+    assert "position" in step.phases, "computed once, as a new flow: a batch, its stream positioned"
     expected: Counter[tuple[datetime, str, str]] = Counter()  # sliding windows counted by hand
     for event in read(lake, "silver.device_events").collect():
         latest = event.event_time.replace(minute=event.event_time.minute // 5 * 5, second=0, microsecond=0)
