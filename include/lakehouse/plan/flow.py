@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
+from pyspark.sql.types import ArrayType, CalendarIntervalType, DataType, MapType, StructType, VariantType
 
 from lakehouse import registry
 from lakehouse.plan import purity
@@ -29,13 +30,38 @@ if TYPE_CHECKING:
 
 
 def dedupe(df: DataFrame, keys: tuple[str, ...], *, streaming: bool) -> DataFrame:
-    """One row per key: within the watermark in streams; deterministically in batches."""
+    """One row per key: within the watermark in streams; deterministically in batches, the least
+    of a key's rows (its other columns compared in order: one aggregate; as JSON text, ranked,
+    when a column has a type without an order, a map or a variant)."""
     if streaming:
         return df.dropDuplicatesWithinWatermark(list(keys))
     others = [c for c in df.columns if c not in keys]
-    order = F.to_json(F.struct(*others)) if others else F.lit(0)
+    if not others:
+        return df.dropDuplicates(list(keys))
+    if all(orderable(df.schema[c].dataType) for c in others):
+        least = df.groupBy(*[F.col(f"`{k}`") for k in keys]).agg(
+            F.min(F.struct(*[F.col(f"`{c}`") for c in others])).alias("_dedupe_least")
+        )
+        return least.select(
+            *[
+                F.col(f"`{c}`") if c in keys else F.col("_dedupe_least").getField(c).alias(c)
+                for c in df.columns
+            ]
+        )
+    order = F.to_json(F.struct(*others))
     ranked = df.withColumn("_dedupe_rank", F.row_number().over(Window.partitionBy(*keys).orderBy(order)))
     return ranked.where("_dedupe_rank = 1").drop("_dedupe_rank")
+
+
+def orderable(data_type: DataType) -> bool:
+    """Whether Spark can compare values of ``data_type`` (not maps, variants or intervals)."""
+    if isinstance(data_type, (MapType, VariantType, CalendarIntervalType)):
+        return False
+    if isinstance(data_type, ArrayType):
+        return orderable(data_type.elementType)
+    if isinstance(data_type, StructType):
+        return all(orderable(f.dataType) for f in data_type.fields)
+    return True
 
 
 def read_upstream(
