@@ -448,7 +448,7 @@ def chart(results: dict[str, Any], path: Path) -> None:
     ticks = [
         f"{name}\n{f['events']:,} events\nstream {f['ratio']:.2f}, batch {f['backfill_ratio']:.2f}"
         f" / {f['user_backfill_ratio']:.2f}"
-        + (f", as processes {f['cli_backfill_ratio']:.2f}" if "cli_backfill_ratio" in f else "")
+        + (f"\nas processes {f['cli_backfill_ratio']:.2f}" if "cli_backfill_ratio" in f else "")
         for name, f in regimes
     ]
     left.set_xticks([r + 0.4 - width / 2 for r in range(len(regimes))], ticks)

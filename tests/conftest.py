@@ -82,8 +82,7 @@ SHARED_FIXTURES = {
 LONGEST_FIRST = (
     "tests/lakehouse/platform/test_embedded.py",  # 668 s
     "demo",  # 551
-    "tests/lakehouse/orchestration/dags/test_streams.py",  # 485
-    "stack",  # 453
+    "stack",  # 500 (the kill and restart proven here, 2026-12-05)
     "tests/pipelines/crm/test_pipeline.py",  # 385
     "tests/pipelines/ads/test_streaming.py",  # 374
     "fresh_iot",  # 298
@@ -93,6 +92,7 @@ LONGEST_FIRST = (
     "tests/lakehouse/run/test_batch.py",  # 168
     "tests/test_readme.py",  # 161
     "tests/lakehouse/orchestration/dags/test_runs.py",  # 157
+    "tests/lakehouse/orchestration/dags/test_streams.py",  # 140 (its two embedded tests)
     "tests/lakehouse/models/test_models.py",  # 134
     "tests/bench/test_stress.py",  # 132
     "tests/lakehouse/writes/test_history.py",  # 128 (alone, 2026-11-30)

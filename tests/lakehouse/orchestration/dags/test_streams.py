@@ -1,10 +1,11 @@
 """Continuous flows under real Airflow and real spark-submit: deploy, data reaches gold, the
-monitor reports healthy; (embedded) SIGKILL of the driver, and the monitor restarts the flows from
-their checkpoints with no row lost or duplicated; stop ends them gracefully.
+monitor reports healthy; SIGKILL of the driver, and the monitor restarts the flows from their
+checkpoints with no row lost or duplicated; stop ends them gracefully.
 
-Run on both topologies: embedded (SQLite, ``local[2]``) and the production one, natively
-(Airflow's metadata on Postgres, drivers on the Spark standalone cluster; ``lakehouse.platform.stack``),
-and on both, gold holds what plain Python computes from the landing files."""
+Run on the production topology, natively (Airflow's metadata on Postgres, drivers on the Spark
+standalone cluster, the lake and the control plane on the object store; ``lakehouse.platform.stack``):
+gold holds what plain Python computes from the landing files. The embedded topology's deploy and
+stop, from the cockpit, are ``tests/lakehouse/platform/test_embedded.py``'s."""
 
 from __future__ import annotations
 
@@ -70,6 +71,7 @@ def land(lake: Lake, iot: Pipeline, wave: int) -> Summary:
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("topology", ["stack"], indirect=True)
 def test_deploy_monitor_kill_restart_stop(
     topology, topology_run, iot: Pipeline, poll, reap_drivers, truth_of_landing
 ) -> None:
@@ -155,23 +157,17 @@ def test_deploy_monitor_kill_restart_stop(
         m.startswith("running: driver pid") for m in deployed.values()
     )
     python_pid, jvm_pid = driver()
-    if topology.name == "stack":  # the driver's executors run on the cluster's worker
-        assert [app["name"] for app in topology.cluster_apps()], "no application on the Spark master"
+    assert [app["name"] for app in topology.cluster_apps()], "no application on the Spark master"
     phase("deployed")
     poll(caught_up, 300, "the first wave to reach gold", watch=watched)
     phase("first wave in gold")
 
-    # The kills and the restarts are proven once, embedded. Recovery is a property of the driver's
-    # host and of the checkpoints, the same on both topologies; a restart starts its driver with
-    # the deploy's own code (``start_drivers``), which the stack has just run on its cluster.
-    # There, the monitor finds every flow healthy and restarts none.
-    if topology.name == "embedded":
-        kill_and_restart()
-    else:
-        run = airflow_run("iot_stream_monitor")
-        phase("monitor: healthy")
-        assert run.value("check_flows") == {"restarted": {}, "health": dict.fromkeys(FLOWS, "healthy")}
-        assert "batch " in run.output and "watermark" in run.output, "figures in the task log"
+    # healthy: the monitor restarts nothing and logs each flow's figures
+    run = airflow_run("iot_stream_monitor")
+    phase("monitor: healthy")
+    assert run.value("check_flows") == {"restarted": {}, "health": dict.fromkeys(FLOWS, "healthy")}
+    assert "batch " in run.output and "watermark" in run.output, "figures in the task log"
+    kill_and_restart()  # the restarted driver runs on the cluster again, from the store's checkpoints
 
     # stop: every flow finishes its micro-batch, releases its lease; the driver exits
     python_pid, jvm_pid = driver()
@@ -181,9 +177,9 @@ def test_deploy_monitor_kill_restart_stop(
     assert all(control.lease(flow) is None and control.deployment(flow) is None for flow in FLOWS)
     poll(lambda: not Proc(jvm_pid, None).alive() and not Proc(python_pid, None).alive(), 60, "exit")
     assert_exactly_once()
-    if topology.name == "stack":  # a host that shares only the store reads the driver's log there
-        shipped = [item for item in driver_logs(control) if item.where == shared_logs(control)]
-        assert len(shipped) == 1 and "running 5 flow(s) continuously" in shipped[0].tail(10**6), shipped
+    # a host that shares only the store reads the (restarted) driver's log there
+    shipped = [item for item in driver_logs(control) if item.where == shared_logs(control)]
+    assert any("running 5 flow(s) continuously" in item.tail(10**6) for item in shipped), shipped
     progress = read_table(lake.table("ops.stream_progress"))
     assert set(progress.filter(pl.col("event") == "terminated")["flow"]) == set(FLOWS)
     assert_gold_is_the_truth(lake, truth_of_landing(Lake(topology.local(lake.root))))
