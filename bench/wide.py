@@ -294,10 +294,11 @@ def chart(results: dict[str, Any], path: Path) -> None:
         ]  # fmt: skip
     for k, (key, label, color) in enumerate(kinds):
         left.bar(k, results[key], color=color, label=label)
+    left.set_ylim(top=max(results[key] for key, _, _ in kinds) * 1.6)  # room for the legend above
     left.set_xticks([])
     left.set_ylabel("orders / s / core")
     left.set_title(f"{results['orders']:,} orders, {results['landing_bytes'] / 1e9:.1f} GB of nested JSON")
-    left.legend(fontsize=8)
+    left.legend(fontsize=8, loc="upper left")
     backfill_phases(right, "orders", results)
     fig.tight_layout()
     fig.savefig(path, dpi=100)
