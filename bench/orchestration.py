@@ -29,7 +29,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -265,12 +264,6 @@ def _drift(samples: list[dict[str, float]], key: str) -> float | None:
 # --------------------------------------------------------------------------- restart
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def trigger_deploy(platform: Any, token: str) -> None:
     """Trigger ``iot_stream_deploy``; again on a 500 (SQLite answers "database is locked" while
     every DAG of a new platform starts)."""
@@ -288,6 +281,7 @@ def trigger_deploy(platform: Any, token: str) -> None:
 def restart() -> None:
     from lakehouse.core.config import Settings
     from lakehouse.platform.embedded import Platform
+    from lakehouse.platform.services import free_port
     from lakehouse.state.control import FlowControl
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -425,6 +419,7 @@ def first_start(minutes: float, progress_rows: int) -> None:
     from lakehouse.monitoring.ops_tables import read_table
     from lakehouse.orchestration import operations
     from lakehouse.platform.embedded import Platform
+    from lakehouse.platform.services import free_port
     from lakehouse.state.control import FlowControl
 
     golds = [f for f in FLOWS if f.startswith("gold.")]

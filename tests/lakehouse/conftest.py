@@ -9,7 +9,6 @@ import math
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -38,12 +37,6 @@ GENERATOR_OPTIONS = {
     "unregistered_fraction": 0.03,
     "spike_fraction": 0.15,
 }
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 # --------------------------------------------------------------------------- independent answers
@@ -299,6 +292,8 @@ def start_server(home: Path, lake_root: Path, **settings: str) -> SqlServer:
     (package / "iot" / "pipeline.py").write_text(
         "from pipelines.iot.pipeline import pipeline  # noqa: F401\n"
     )
+    from lakehouse.platform.services import free_port  # here: it imports Airflow
+
     port = free_port()
     env = {
         **os.environ,

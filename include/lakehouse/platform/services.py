@@ -69,10 +69,39 @@ def write_secret(path: Path, text: str) -> Path:
     return path
 
 
+EPHEMERAL_RANGE = Path("/proc/sys/net/ipv4/ip_local_port_range")
+LOWEST_PORT = 10_000  # below: the well-known ports of other software (Postgres, Kafka, ...)
+
+
 def free_port() -> int:
+    """A port nothing is bound to, chosen below the kernel's ephemeral range when there is room.
+
+    A service is handed its port seconds before it binds it (a JVM starts first); a port from
+    the ephemeral range, where ``bind(("", 0))`` picks, can meanwhile become another process's
+    outgoing connection or any ``bind(0)``. That took a SQL server's port under the test suite's
+    load ("Address already in use", 21 tests erroring at once)."""
+    try:
+        first_ephemeral = int(EPHEMERAL_RANGE.read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        first_ephemeral = 32768  # Linux's default
+    if first_ephemeral - LOWEST_PORT >= 1000:
+        for _ in range(100):
+            port = LOWEST_PORT + secrets.randbelow(first_ephemeral - LOWEST_PORT)
+            if bindable(port):
+                return port
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+def bindable(port: int) -> bool:
+    """True if a listening socket could bind ``port`` on 127.0.0.1 now."""
+    with socket.socket() as sock:
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+        return True
 
 
 def port_in_use(port: int) -> bool:

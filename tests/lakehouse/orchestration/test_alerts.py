@@ -5,7 +5,6 @@ per task, every failure still recorded in ``ops.alerts``."""
 from __future__ import annotations
 
 import json
-import socket
 import threading
 from email import message_from_bytes
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -19,16 +18,11 @@ from lakehouse.core.config import settings
 from lakehouse.core.lake import Lake
 from lakehouse.monitoring.alerts import AlertLog
 from lakehouse.orchestration.alerts import on_failure
+from lakehouse.platform.services import free_port
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
     from pathlib import Path
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class Inbox:

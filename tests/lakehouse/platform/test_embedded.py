@@ -8,7 +8,6 @@ import json
 import os
 import re
 import shutil
-import socket
 import subprocess
 import threading
 import time
@@ -24,7 +23,7 @@ from lakehouse.core.config import Settings
 from lakehouse.core.lake import Lake
 from lakehouse.monitoring.ops_tables import exists, read_table
 from lakehouse.plan.generators import Landing
-from lakehouse.platform.services import MARKER, Platform, port_in_use
+from lakehouse.platform.services import MARKER, Platform, free_port, port_in_use
 from lakehouse.state.control import FlowControl
 
 REPO = Path(__file__).resolve().parents[3]
@@ -38,12 +37,6 @@ CHROMIUM_ARGS = [
 # Playwright's assertions wait 5 s by default, not the page's timeout: on a loaded 2-core machine
 # Airflow's UI took longer than that to render a reloaded run page (CI, 2026-11-27).
 EXPECT_TIMEOUT_MS = 60_000
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def get_run(platform: Platform, dag_id: str, run_id: str) -> dict:

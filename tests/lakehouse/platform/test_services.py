@@ -3,6 +3,7 @@ their own (drivers), including one started while the service was being stopped."
 
 from __future__ import annotations
 
+import socket
 import sys
 import time
 from pathlib import Path
@@ -11,7 +12,8 @@ import psutil
 import pytest
 
 from lakehouse.core.config import Settings
-from lakehouse.platform.services import MARKER, Platform, Service
+from lakehouse.platform import services
+from lakehouse.platform.services import MARKER, Platform, Service, free_port
 
 # the leader starts a detached child that ignores SIGTERM and, when it gets one, starts a detached
 # grandchild of its own (as a driver's Python starts its JVM) that also ignores it
@@ -73,3 +75,22 @@ def test_airflow_on_the_embedded_platform_waits_60_s_for_sqlites_lock(tmp_path: 
     out = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.strip().splitlines()[-1] == "60000"
+
+
+def test_a_free_port_is_below_the_ephemeral_range_where_connections_and_bind_0_take_theirs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    first_ephemeral = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    ports = {free_port() for _ in range(20)}
+    assert all(10_000 <= port < first_ephemeral for port in ports), ports
+    assert len(ports) > 1  # chosen at random: two workers asking at once rarely get the same one
+    with socket.socket() as taken:  # a bound port is never handed out
+        taken.bind(("127.0.0.1", min(ports)))
+        monkeypatch.setattr(services.secrets, "randbelow", lambda n: min(ports) - 10_000)
+        monkeypatch.setattr(services, "EPHEMERAL_RANGE", tmp_path / "range")
+        (tmp_path / "range").write_text(f"{first_ephemeral}\t60999\n")
+        port = free_port()  # every draw is the taken port: the kernel picks one instead
+        assert port != min(ports) and port >= first_ephemeral
+    (tmp_path / "range").write_text("1024\t65535\n")  # no room below the range: the kernel picks
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", free_port()))
