@@ -149,7 +149,7 @@ class LandingAccounting:
         self.vanished = [f.path for f in files if f.size is None]
         out = rows.drop(FILE_SIZE, LINE_BYTES)
         limit = self.max_line_bytes
-        large = [f for f in files if limit is not None and f.size is not None and f.size >= limit]
+        large = self.may_lose_lines(files)
         if limit is None or not large:
             return Prepared(out, tuple(self.vanished))
         counted = Observation(f"landing bytes {uuid.uuid4().hex[:8]}")
@@ -213,11 +213,11 @@ class LandingAccounting:
         lost = lost.join(times, SOURCE_FILE, "left").withColumn(INGESTED_AT, F.current_timestamp())
         return rows.drop(FILE_SIZE, LINE_BYTES).limit(0).unionByName(lost, allowMissingColumns=True)
 
-    def may_lose_lines(self, files: list[LandedFile]) -> bool:
-        """Whether a line of ``files`` can have been skipped: only a file of ``max_line_bytes`` or
-        more can hold a line that reaches it (the others need no line sizes: no read)."""
+    def may_lose_lines(self, files: list[LandedFile]) -> list[LandedFile]:
+        """The ``files`` of which a line can have been skipped: only a file of ``max_line_bytes``
+        or more can hold a line that reaches it (the others need no count: no read)."""
         limit = self.max_line_bytes
-        return limit is not None and any(f.size is not None and f.size >= limit for f in files)
+        return [f for f in files if limit is not None and f.size is not None and f.size >= limit]
 
     def list_files(self, spark: SparkSession, paths: list[str]) -> list[LandedFile]:
         """Sizes of ``paths`` now (``None`` for those that are gone)."""
