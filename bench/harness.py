@@ -84,6 +84,18 @@ def plain_process(job: str, root: str) -> tuple[float, dict[str, float]]:
     return seconds, json.loads(done.stdout.strip().splitlines()[-1])["layers"]
 
 
+def process_figures(plain_seconds: float, cli_seconds: float, rows: int) -> dict[str, float]:
+    """The figures of the hand-written jobs and ``lakehouse backfill``, each a process of its
+    own (:func:`plain_process`, :func:`backfill_process`) over ``rows`` landing rows."""
+    return {
+        "plain_batch_process_seconds": round(plain_seconds, 2),
+        "cli_backfill_seconds": round(cli_seconds, 2),
+        "cli_backfill_ratio": round(plain_seconds / cli_seconds, 3),
+        "plain_batch_process_rows_per_s_per_core": round(rows / plain_seconds / CORES, 1),
+        "cli_backfill_rows_per_s_per_core": round(rows / cli_seconds / CORES, 1),
+    }
+
+
 def publish(
     results: dict[str, Any], out: Path, name: str, chart: Callable[[dict[str, Any], Path], None],
     unprinted: Sequence[str] = (),

@@ -41,6 +41,7 @@ from harness import (  # noqa: E402
     local_spark,
     phases_per_layer,
     plain_process,
+    process_figures,
     publish,
 )
 from plain_jobs import orders as run_plain_batch  # noqa: E402
@@ -235,17 +236,7 @@ def bench(
         for name, tables in [("plain_batch", plain_root / "batch-tables")]
         + ([("plain_process", Path(lakes["plain-process"].root) / "batch-tables")] if processes else [])
     }
-    as_processes = (
-        {
-            "plain_batch_process_seconds": round(run["plain_process"], 2),
-            "cli_backfill_seconds": round(run["cli"], 2),
-            "cli_backfill_ratio": round(run["plain_process"] / run["cli"], 3),
-            "plain_batch_process_rows_per_s_per_core": rate(run["plain_process"]),
-            "cli_backfill_rows_per_s_per_core": rate(run["cli"]),
-        }
-        if processes
-        else {}
-    )
+    as_processes = process_figures(run["plain_process"], run["cli"], orders) if processes else {}
     return {
         "cores": CORES,
         "orders": orders,

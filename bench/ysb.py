@@ -45,6 +45,7 @@ from harness import (  # noqa: E402
     local_spark,
     phases_per_layer,
     plain_process,
+    process_figures,
     publish,
 )
 from plain_jobs import YSB_SCHEMA as SCHEMA  # noqa: E402
@@ -316,11 +317,7 @@ def regime(
         cli_s = backfill_process(lakes["cli-backfill"].root, "ysb", *day)
         plain_gold = str(Path(lakes["plain-process"].root) / "batch-tables" / "gold")
         as_processes = {
-            "plain_batch_process_seconds": round(plain_process_s, 2),
-            "cli_backfill_seconds": round(cli_s, 2),
-            "cli_backfill_ratio": round(plain_process_s / cli_s, 3),
-            "plain_batch_process_rows_per_s_per_core": rate(plain_process_s),
-            "cli_backfill_rows_per_s_per_core": rate(cli_s),
+            **process_figures(plain_process_s, cli_s, events),
             "gold_views_as_processes": {
                 "cli_backfill": gold_views(spark, lakes["cli-backfill"].table("gold.campaign_windows")),
                 "plain_process": gold_views(spark, plain_gold),
