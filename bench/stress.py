@@ -413,7 +413,7 @@ def gold_differences(spark: SparkSession, lake: Lake, pipeline: Pipeline) -> lis
     """Each gold table against a batch recompute from silver with the same plan (empty: equal)."""
     from pyspark.testing import assertDataFrameEqual
 
-    from lakehouse.plan.flow import build
+    from lakehouse.flows import build
     from lakehouse.writes.upsert import latest_per_key
 
     out = []

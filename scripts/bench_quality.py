@@ -25,7 +25,7 @@ from attrs import evolve
 from lakehouse import registry
 from lakehouse.core.config import Settings
 from lakehouse.core.lake import Lake
-from lakehouse.plan.flow import build
+from lakehouse.flows import build
 from lakehouse.plan.generators import Landing
 from lakehouse.run.stream import StreamRunner
 from lakehouse.state.session import spark_session

@@ -9,12 +9,14 @@ operate    ``cli`` (the ``lakehouse`` command), ``cockpit`` (the Airflow UI plug
            ``orchestration`` (DAG factory, deploy / monitor / stop, alerts)
 serve      ``serving`` (catalog, SQL, JDBC server, Spark-free readers)
 run        ``run`` (``run.coordination``: backfills beside running streams; ``run.stream``,
-           ``run.batch``, ``run.maintenance``, ``run.replay``, ``run.rescue``), ``models.training``; ``quality.gate``,
+           ``run.batch``, ``run.maintenance``, ``run.replay``, ``run.rescue``), ``models.training``;
+           ``flows`` (one module per kind of flow: how it streams, backfills, positions) and
+           ``run.publish`` (gate, write, settle: the one way rows reach a table); ``quality.gate``,
            ``quality.checks``, ``quality.gx``, ``monitoring.listener``, ``models.scoring``,
            ``run.codegen`` (small micro-batches run interpreted)
 write      ``writes`` (one module per write mode; ``writes.history`` applies change feeds)
 delta      ``delta`` (the one place that commits to Delta)
-plan       ``plan`` (``plan.flow``: what a flow computes; ``plan.generators``: test data into
+plan       ``plan`` (``plan.flow``: the pieces a flow computes with; ``plan.generators``: test data into
            a source; ``plan.changes``: change-feed rows; ``plan.purity``: transforms kept pure;
            ``plan.compatibility``: what a change does to a running flow),
            ``sources`` (one module per source kind), ``monitoring.upkeep``

@@ -11,10 +11,11 @@ from typing import TYPE_CHECKING
 from attrs import field, frozen
 
 from lakehouse.core.times import utc
-from lakehouse.spec import Table, Upstream, parse_duration
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
+
+    from lakehouse.spec import Table, Upstream
 
 
 @frozen
@@ -68,39 +69,28 @@ def union(slices: Sequence[Slice]) -> Slice:
 
 def input_slice(table: Table, slice_: Slice, upstream: Upstream | None = None) -> Slice:
     """Rows of ``upstream`` (of every upstream, if none) that a backfill of ``slice_`` of
-    ``table`` must read.
+    ``table`` must read, for what its write mode and upstream declare (a flow's kind may read
+    more: ``lakehouse.flows.FlowKind.input_slice``).
 
     A window starting in ``[start, end)`` covers events up to ``end + size``; a time-range join
-    reads its upstream's ``lookback``/``lookahead`` around the slice; a flow with :class:`State`
-    reads its history (all of it unless bounded) and, past the end, its timer timeout plus the
-    watermark delay, so that the replayed stream's watermark passes every timer of the slice.
+    reads its upstream's ``lookback``/``lookahead`` around the slice.
     """
     before, after = timedelta(0), table.write.reads_after
     if upstream is not None:
         before += upstream.lookback_delta
         after += upstream.lookahead_delta
-    if table.state is not None:
-        delay = table.watermark_for(upstream) if upstream is not None else table.watermark
-        after += table.state.timeout_delta + (parse_duration(delay, table.name) if delay else timedelta(0))
-        history = table.state.history_delta
-        if history is None:
-            return Slice(None, slice_.widen(after=after).end)
-        before += history
     return slice_.widen(before=before, after=after)
 
 
 def affected_slice(table: Table, changed: Slice, upstream: Upstream | None = None) -> Slice:
     """The slice of ``table`` to recompute when ``changed`` of ``upstream`` (or of any of its
-    upstreams) changed.
+    upstreams) changed, for what its write mode and upstream declare (a flow's kind may reach
+    further: ``lakehouse.flows.FlowKind.affected_slice``).
 
     An output row at ``t`` reads ``upstream`` over ``[t - lookback, t + lookahead]``, so the
     change reaches ``[start - lookahead, end + lookback)``. For windows: every window overlapping
-    that, i.e. starting after ``start - size`` (aligned to the slide) and before ``end``. For
-    flows with :class:`State`: every row from ``start`` on that the state can carry the change
-    to (to the end of the table unless ``history`` bounds it).
+    that, i.e. starting after ``start - size`` (aligned to the slide) and before ``end``.
     """
-    if table.recomputes:  # any of its rows may read any upstream row
-        return ALL_TIME
     if upstream is not None:
         changed = Slice(
             changed.start - upstream.lookahead_delta if changed.start else None,
@@ -108,9 +98,4 @@ def affected_slice(table: Table, changed: Slice, upstream: Upstream | None = Non
         )
     if changed.start:  # e.g. every window overlapping the change
         changed = Slice(table.write.first_affected(changed.start), changed.end)
-    if table.state is not None:
-        history = table.state.history_delta
-        if history is None or changed.end is None:
-            return Slice(changed.start, None)
-        return Slice(changed.start, changed.end + history + table.state.timeout_delta)
     return changed

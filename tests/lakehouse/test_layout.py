@@ -13,6 +13,13 @@ TESTS = REPO / "tests"
 
 # module (dotted, under lakehouse.) -> the test modules (paths under tests/) that prove it
 TESTED_ELSEWHERE: dict[str, tuple[str, ...]] = {
+    # kinds of flow: each proved by the pipelines and runners that run it
+    "flows.changes": ("lakehouse/writes/test_history.py", "pipelines/crm/test_pipeline.py"),
+    "flows.ingest": ("lakehouse/sources/test_json_files.py", "lakehouse/flows/test_kinds.py"),
+    "flows.scored": ("lakehouse/models/test_models.py", "lakehouse/flows/test_kinds.py"),
+    "flows.transform": ("lakehouse/plan/test_flow.py", "pipelines/ads/test_streaming.py"),
+    "flows.view": ("pipelines/crm/test_pipeline.py", "lakehouse/flows/test_kinds.py"),
+    "run.publish": ("lakehouse/run/test_stream.py", "lakehouse/run/test_batch.py"),
     # the command line: one test module per group of commands
     "platform.airflow_sqlite": ("lakehouse/platform/test_services.py",),
     "cli.kit": ("lakehouse/cli/test_pipelines.py", "lakehouse/cli/test_operate.py"),

@@ -161,7 +161,7 @@ def plan(
     from rich.table import Table as RichTable
 
     from lakehouse.core.lake import Lake
-    from lakehouse.plan.compatibility import plan as plan_flows  # deferred: Spark
+    from lakehouse.flows import plan as plan_flows  # deferred: Spark
     from lakehouse.state.session import spark_session
 
     conf = settings()

@@ -25,14 +25,13 @@ from typing import TYPE_CHECKING, Any, Literal
 import attrs
 
 from lakehouse import registry
-from lakehouse.plan.flow import build
-from lakehouse.sources import reader_for
 from lakehouse.spec.sources import RESCUED
+from lakehouse.spec.table import ADDED_LATER
 from lakehouse.state import storage
 from lakehouse.state.checkpoints import Checkpoint
 
 if TYPE_CHECKING:
-    from collections.abc import Collection
+    from collections.abc import Callable, Collection, Mapping
 
     from pyspark.sql import DataFrame, SparkSession
 
@@ -120,7 +119,11 @@ class FlowPlan:
 def _canonical(value: Any) -> Any:
     """A declaration as plain data, stable across processes (no object addresses)."""
     if attrs.has(type(value)):
-        fields = {f.name: _canonical(getattr(value, f.name)) for f in attrs.fields(type(value))}
+        fields = {
+            f.name: _canonical(getattr(value, f.name))
+            for f in attrs.fields(type(value))
+            if not (f.metadata.get(ADDED_LATER) and getattr(value, f.name) == f.default)
+        }
         return {"class": type(value).__name__, **fields}
     if isinstance(value, (list, tuple)):
         return [_canonical(v) for v in value]
@@ -206,26 +209,16 @@ def operators_of(df: DataFrame) -> tuple[Operator, ...]:
     return tuple(found)
 
 
-def inputs_of(table: Table) -> tuple[str, ...]:
-    """What the flow reads: its source (kind and where) or its upstream tables."""
-    if table.source is not None:
-        source = table.source
-        topics = ",".join(getattr(source, "topics", ()))
-        where = getattr(source, "path", None) or getattr(source, "table", None) or topics or "landing"
-        return (f"{source.kind}:{where}",)
-    return tuple(table.upstream_names)
-
-
-def shape_of(pipeline: Pipeline, table: Table, df: DataFrame) -> FlowShape:
-    """The shape of ``table``'s flow computing ``df`` (its streaming DataFrame). Its columns are
-    the table's where the table is created from the flow's rows (not for change feeds, whose
-    table is their history, nor for scored tables, whose model adds columns)."""
-    if table.source is not None:
-        df = df.drop(*reader_for(table.source).working_columns)
-    as_written = not (table.applies_changes or table.model is not None)
+def shape_of(
+    pipeline: Pipeline, table: Table, df: DataFrame, *, inputs: tuple[str, ...], as_written: bool = True
+) -> FlowShape:
+    """The shape of ``table``'s flow computing ``df`` (its streaming DataFrame) from ``inputs``
+    (what it reads, as its kind names them). Its columns are the table's where the table is
+    created ``as_written`` from the flow's rows (not for change feeds, whose table is their
+    history, nor for scored tables, whose model adds columns)."""
     return FlowShape(
         code_version=code_version(pipeline, table),
-        inputs=inputs_of(table),
+        inputs=inputs,
         watermark=f"{table.event_time} {table.watermark}" if table.watermark else None,
         window=getattr(table.write, "window_label", None),
         operators=operators_of(df) if df.isStreaming else (),
@@ -341,10 +334,19 @@ def table_columns(spark: SparkSession, lake: Lake, name: str) -> dict[str, str] 
     return {f.name: f.dataType.simpleString() for f in schema.fields}
 
 
-def plan(spark: SparkSession, lake: Lake, pipeline: Pipeline, flows: Collection[str] = ()) -> list[FlowPlan]:
+def plan(
+    spark: SparkSession,
+    lake: Lake,
+    pipeline: Pipeline,
+    flows: Collection[str],
+    *,
+    shape: Callable[[Table], FlowShape],
+    rescued: Callable[[Table, Mapping[str, str]], tuple[str, ...]],
+) -> list[FlowPlan]:
     """What deploying ``pipeline``'s current code does to each of its flows (those named in
-    ``flows``, default all), in dependency order. A flow reading a table that is rebuilt is
-    rebuilt too: its checkpoint points into the old one."""
+    ``flows``, default all), in dependency order, each flow's new ``shape`` and what its table
+    ``rescued`` given by its kind (``lakehouse.flows.plan``). A flow reading a table that is
+    rebuilt is rebuilt too: its checkpoint points into the old one."""
     plans: dict[str, FlowPlan] = {}
     schemas: dict[str, dict[str, str] | None] = {}  # each table's schema read once
 
@@ -363,29 +365,29 @@ def plan(spark: SparkSession, lake: Lake, pipeline: Pipeline, flows: Collection[
             plans[table.name] = FlowPlan(table.name, "new", version, None,
                                          needs="first start (its upstreams start first)")  # fmt: skip
             continue
-        df = build(spark, lake, pipeline, table, streaming=not table.recomputes)
-        found = judge(pipeline.name, table.name, recorded(spark, checkpoint), shape_of(pipeline, table, df),
+        found = judge(pipeline.name, table.name, recorded(spark, checkpoint), shape(table),
                       checkpoint=exists, table=columns)  # fmt: skip
         rebuilt = [u for u in table.upstream_names if u in plans and plans[u].status == "incompatible"]
         if rebuilt and found.status != "new":
             reasons = (*found.reasons, *(f"reads {u}, which is rebuilt" for u in rebuilt))
             found = FlowPlan(table.name, "incompatible", found.code_version, found.deployed_version,
                              reasons, found.columns, rebuild(pipeline.name, table.name))  # fmt: skip
-        if table.source is not None and columns is not None and RESCUED in columns:
-            found = replace(found, rescued=rescued_fields(spark, lake, table))
+        if columns is not None and (kept := rescued(table, columns)):
+            found = replace(found, rescued=kept)
         plans[table.name] = found
     return list(plans.values())
 
 
-def rescued_fields(spark: SparkSession, lake: Lake, table: Table) -> tuple[str, ...]:
-    """The fields outside the source's schema that ``table`` (a bronze table) kept in
+def rescued_fields(
+    spark: SparkSession, lake: Lake, table: Table, declared: Collection[str]
+) -> tuple[str, ...]:
+    """The fields outside the ``declared`` columns that ``table`` (a bronze table) kept in
     ``_rescued_data``, with their row counts and what to do: add a new one to the source's
     schema; fill a declared one for the rows that kept it with ``lakehouse rescue``."""
     from pyspark.sql import functions as F
 
     rows = spark.read.format("delta").load(lake.table(table.name)).where(F.col(RESCUED).isNotNull())
     keys = rows.select(F.explode(F.json_object_keys(RESCUED)).alias("field")).groupBy("field").count()
-    declared = {c.name for c in table.source.columns}
     said = []
     for row in sorted(keys.collect()):
         kept = f"{row['field']} ({row['count']:,} rows kept it in {RESCUED})"

@@ -1,14 +1,12 @@
-"""What a flow computes, identical for streams and backfills.
-
-:func:`build` returns the DataFrame a table's flow writes: its source or upstreams (streaming or
-batch reads), watermarks, lookups, the pipeline's own transform, and deduplication on the
-table's keys. The stream runner and the batch runner differ only in how they read and write,
-never in what they compute: that is what makes "stream = batch" hold.
+"""The pieces every flow computes with, identical for streams and backfills: upstream reads
+(watermarks, slices, parse errors out), lookups, the pipeline's own transform, deduplication on
+the table's keys. Each kind of flow (``lakehouse.flows``) puts them together; the stream runner
+and the batch runner differ only in how they read and write, never in what they compute: that
+is what makes "stream = batch" hold.
 """
 
 from __future__ import annotations
 
-import uuid
 from typing import TYPE_CHECKING
 
 from pyspark.sql import DataFrame, SparkSession, Window
@@ -17,14 +15,13 @@ from pyspark.sql.types import ArrayType, CalendarIntervalType, DataType, MapType
 
 from lakehouse import registry
 from lakehouse.plan import purity
-from lakehouse.plan.changes import normalize
-from lakehouse.slices import ALL_TIME, Slice, input_slice
-from lakehouse.sources import EVERYTHING, PARSE_ERROR, Bronze, Cut, read_lookup, reader_for
+from lakehouse.slices import ALL_TIME, Slice
+from lakehouse.sources import PARSE_ERROR, read_lookup
 from lakehouse.spec import Pipeline, SpecError, Table, Upstream
 from lakehouse.spec.sources.base import UNLIMITED_FILES
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Mapping
+    from collections.abc import Callable, Sequence
 
     from lakehouse.core.lake import Lake
 
@@ -72,11 +69,12 @@ def read_upstream(
     upstream: Upstream,
     *,
     streaming: bool,
-    slice_: Slice,
+    reads: Slice = ALL_TIME,
     unlimited: bool = False,
     version: int | None = None,
 ) -> DataFrame:
-    """An upstream Delta table as ``table``'s input: parse errors out, watermark on (a stream
+    """An upstream Delta table as ``table``'s input: its rows in ``reads`` (what a backfill's slice
+    reads of it, as the flow's kind says), parse errors out, watermark on (a stream
     ``unlimited``: all of the table in its first micro-batch, not 1,000 files at a time; a batch
     read at ``version``, else at the latest)."""
     source = pipeline.table(upstream.table)
@@ -91,14 +89,14 @@ def read_upstream(
     else:
         reader = spark.read.format("delta")
         df = (reader if version is None else reader.option("versionAsOf", version)).load(path)
-    if not slice_.is_full:  # a backfill (streaming only when it replays a stateful flow)
+    if not reads.is_full:  # a backfill (streaming only when it replays a stateful flow)
         if not source.time_expression:
             raise SpecError(
                 f"cannot backfill a slice of {table.name!r}: its upstream {source.name!r} "
                 "has no event_time to slice on; run a full refresh (no --start/--end)"
             )
-        df = df.where(input_slice(table, slice_, upstream).condition(source.time_expression))
-    if source.source is not None:
+        df = df.where(reads.condition(source.time_expression))
+    if source.keeps_unparsed:
         df = df.where(F.col(PARSE_ERROR).isNull())
     delay = table.watermark_for(upstream)
     if delay and source.event_time:
@@ -106,7 +104,7 @@ def read_upstream(
     return df
 
 
-def _in_slice(
+def in_slice(
     settle: Callable[[], DataFrame | None], table: Table, slice_: Slice
 ) -> Callable[[], DataFrame | None]:
     """``settle``, its rows limited to ``slice_`` as the batch's own rows are."""
@@ -120,106 +118,18 @@ def _in_slice(
     return settled
 
 
-def upstream_changes(spark: SparkSession, lake: Lake, pipeline: Pipeline, table: Table) -> DataFrame:
-    """The stream of a ``Recompute`` table: one row per row appended to any of its upstreams,
-    and a micro-batch (possibly of no rows) for each of their commits that changed rows: each
-    micro-batch recomputes the table."""
-    streams = [
-        read_upstream(spark, lake, pipeline, table, up, streaming=True, slice_=ALL_TIME).select(
-            F.lit(up.table).alias("_upstream")
-        )
-        for up in table.upstreams
-    ]
-    changes = streams[0]
-    for other in streams[1:]:
-        changes = changes.unionByName(other)
-    return changes
-
-
-def build(
+def transformed(
     spark: SparkSession,
     lake: Lake,
     pipeline: Pipeline,
     table: Table,
+    inputs: Sequence[DataFrame],
     *,
     streaming: bool,
     slice_: Slice = ALL_TIME,
-    cut: Cut = EVERYTHING,
-    unlimited: bool = False,
-    as_of: Mapping[str, int] | None = None,
-    settlements: list[Callable[[], DataFrame | None]] | None = None,
 ) -> DataFrame:
-    """The rows ``table``'s flow writes: the same plan for a stream and for a backfill (a
-    backfill's bronze reads only the ``cut`` of its source that the stream consumed; a batch reads
-    each upstream named in ``as_of`` at that version). For a table
-    scored by a model: its upstream's rows, which the runners score batch by batch. A stream
-    ``unlimited`` reads without its inputs' rate limits (a new flow's first catch-up: all its
-    input in one micro-batch; the limits are read options, which later runs keep).
-
-    A stream leaves its source's per-batch accounting (e.g. of landing files) to its micro-batches
-    (``SourceReader.micro_batches``, in ``foreachBatch``); a batch does it here, and what the
-    accounting can only tell once the rows are written goes to ``settlements`` (each returns the
-    rows to append then, or ``None``; see ``lakehouse.sources.Prepared``)."""
-    if table.state is not None and not streaming:
-        raise SpecError(
-            f"{table.name!r} keeps per-key state with event-time timers (state=...), which a batch "
-            "query cannot run: its timers fire only as a stream's watermark passes them. Backfill "
-            "it with lakehouse.run.batch.backfill, which replays it as a bounded stream"
-        )
-    if table.source is not None:
-        declared = table.source.unlimited() if unlimited and streaming else table.source
-        source, bronze = reader_for(declared), Bronze(spark, lake, pipeline, table)
-        df = source.read(bronze, streaming=streaming, cut=cut)
-        if not streaming:
-            prepared = source.account(bronze, df, cut)
-            df = prepared.rows
-            if prepared.settle is not None and settlements is not None:
-                settlements.append(_in_slice(prepared.settle, table, slice_))
-        if not streaming and not slice_.is_full:
-            if not table.time_expression:
-                raise SpecError(f"{table.name!r} has no event_time; backfill it as a full refresh")
-            # Observed (the slice's lines read), and a barrier: Spark would otherwise push the
-            # slice's filter below the parse and parse every line twice more for its bounds
-            # (measured, 2M YSB lines: the bronze slice written in 13.3 s instead of 17.0)
-            df = df.observe(f"{table.name} read {uuid.uuid4().hex[:8]}", F.count(F.lit(1)).alias("lines"))
-            df = df.where(slice_.condition(table.time_expression))
-        if table.transform is not None:
-            df = purity.call(registry.resolve(pipeline, table.transform), df, table=table.name)
-        return df
-    if table.applies_changes:  # every change: a slice's keys are recomputed from all of theirs
-        (upstream,) = table.upstreams
-        changes = read_upstream(
-            spark, lake, pipeline, table, upstream, streaming=streaming, slice_=ALL_TIME, unlimited=unlimited
-        )
-        changes = normalize(changes, table)
-        if table.transform is not None:
-            changes = purity.call(registry.resolve(pipeline, table.transform), changes, table=table.name)
-        return changes
-    if table.model is not None:  # scored per batch with the model in force (lakehouse.models.scoring)
-        (upstream,) = table.upstreams
-        return read_upstream(
-            spark, lake, pipeline, table, upstream, streaming=streaming, slice_=slice_, unlimited=unlimited
-        )
-    if table.recomputes and streaming:
-        raise SpecError(
-            f"{table.name!r} is recomputed from its upstreams as a batch whenever they change: its "
-            "stream is upstream_changes(...), each micro-batch computing build(streaming=False)"
-        )
-    whole = table.recomputes  # a recomputed table's transform may read any row of its upstreams
-    inputs = [
-        read_upstream(
-            spark,
-            lake,
-            pipeline,
-            table,
-            up,
-            streaming=streaming,
-            slice_=ALL_TIME if whole else slice_,
-            unlimited=unlimited,
-            version=(as_of or {}).get(up.table),
-        )
-        for up in table.upstreams
-    ]
+    """The table's transform over ``inputs`` and its lookups, deduplicated on its keys when its
+    write mode asks, limited to ``slice_``: what every flow reading tables computes."""
     lookups = [read_lookup(spark, lake, pipeline, pipeline.lookup(name)) for name in table.lookups]
     assert table.transform is not None
     out = purity.call(registry.resolve(pipeline, table.transform), *inputs, *lookups, table=table.name)

@@ -51,7 +51,7 @@ BATCH_DEFINITION = "whole_table"
 
 def _at_rest(declaration: Expectation, table: Table) -> Expectation:
     """A row expectation as judged at rest: on a bronze table, parsed rows only (as inline)."""
-    if table.source is None or "row_condition" in declaration.kwargs:
+    if not table.keeps_unparsed or "row_condition" in declaration.kwargs:
         return declaration
     kwargs = {**declaration.kwargs, "row_condition": f"{PARSE_ERROR} IS NULL", "condition_parser": "spark"}
     return Expectation(declaration.gx_class, kwargs, declaration.action, declaration.label)
@@ -60,7 +60,8 @@ def _at_rest(declaration: Expectation, table: Table) -> Expectation:
 def suite_declarations(table: Table) -> list[Expectation]:
     """A table's suite: its checks, and its row expectations judged at rest (a change feed's
     row expectations judge change events, which its table does not hold)."""
-    rows = [] if table.applies_changes else [_at_rest(e, table) for e in table.expectations]
+    # a table with change logs holds the history of the changes its expectations judged
+    rows = [] if table.logs else [_at_rest(e, table) for e in table.expectations]
     return rows + list(table.checks)
 
 
@@ -205,7 +206,7 @@ def as_its_stream_saw_them(
     upstreams = [
         name for name in table.upstream_names if name in named and delta.exists(spark, lake.table(name))
     ]
-    own_log = table.changes if table.applies_changes and table.changes in named else None
+    own_log = table.changes if table.changes in table.logs and table.changes in named else None
     checkpoint = checkpoints.Checkpoint(spark, lake.checkpoint(pipeline.name, table.name))
     batch = checkpoint.last_committed() if upstreams or own_log else None
     if batch is None:

@@ -84,7 +84,7 @@ class Verdict:
     """The gate's decision on a batch: rows to write, and rows to quarantine (``None``: nothing to
     quarantine; a backfill always gets a frame, possibly empty, to replace its slice with)."""
 
-    kept: DataFrame
+    kept: DataFrame | None  # (``None``: no row for the table, e.g. every row waits for a model)
     rejected: DataFrame | None
     outcome: Outcome | None = None
 
@@ -135,7 +135,7 @@ class QualityGate:
     def judge(self, df: DataFrame, origin: Origin) -> Verdict:
         """Keep, reject or fail the rows of ``df`` (see the module doc); records the results."""
         conditions = self.conditions(df)
-        checked = F.col(PARSE_ERROR).isNull() if self.table.source is not None else F.lit(True)
+        checked = F.col(PARSE_ERROR).isNull() if self.table.keeps_unparsed else F.lit(True)
         hits = {e.label: checked & conditions[e.label] for e in self.expectations}
         drops = [e.label for e in self.expectations if e.action == "drop"]
         dropped = reduce(lambda a, b: a | b, [hits[label] for label in drops]) if drops else F.lit(False)

@@ -5,11 +5,9 @@ leaves the same table. With ``downstream=True`` the tables reading the backfille
 recomputed too, each over the slice the change can reach (for windows: every window that
 overlaps it). Streams reading a backfilled table skip the rewrite (``skipChangeCommits``).
 
-Flows whose transform keeps its own state with event-time timers (``StreamingTable(state=...)``) cannot
-run as a batch query: timers fire only as a stream's watermark passes them. Their backfill
-*replays* the slice's inputs (see :func:`lakehouse.slices.input_slice`) through the same plan as a bounded
-stream (``availableNow``, a throwaway checkpoint), then replaces the slice with what it emitted:
-the rows the stream gives once its watermark has passed the slice.
+What a slice's rows are is its flow's kind's answer (``lakehouse.flows``: a batch query, a
+replay of a stateful flow's inputs as a bounded stream, a rescoring); this module judges and
+writes them.
 """
 
 from __future__ import annotations
@@ -18,25 +16,21 @@ import functools
 import logging
 import time
 import uuid
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from lakehouse import delta
 from lakehouse.core.errors import UsageError
-from lakehouse.core.times import parse_iso
-from lakehouse.models.scoring import ScoredFlow
-from lakehouse.models.store import ModelUnavailable
+from lakehouse.flows import Flow, kind_of
 from lakehouse.plan import compatibility
-from lakehouse.plan.flow import build
-from lakehouse.quality.gate import QualityGate, Verdict
-from lakehouse.slices import Slice, affected_slice, union
+from lakehouse.quality.gate import QualityGate
+from lakehouse.run.publish import Phases, judge, publish
+from lakehouse.slices import Slice, union
 from lakehouse.sources import EVERYTHING, Cut
-from lakehouse.state import storage
 from lakehouse.writes import Origin, TableWriter
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterator, Mapping, Sequence
+    from collections.abc import Callable, Mapping, Sequence
 
     from pyspark.sql import DataFrame, SparkSession
 
@@ -72,7 +66,8 @@ def plan(
             changed = [(up, slices[up.table]) for up in table.upstreams if up.table in slices]
             if table.name in slices or not changed:
                 continue
-            slices[table.name] = union([affected_slice(table, s, up) for up, s in changed])
+            kind = kind_of(table)
+            slices[table.name] = union([kind.affected_slice(table, s, up) for up, s in changed])
     return [(t, slices[t.name]) for t in pipeline.ordered() if t.name in slices]
 
 
@@ -118,7 +113,7 @@ def recompute(
         log.info("backfill %d/%d %s %s ...", number, len(work), table.name, table_slice.label)
         writer = TableWriter(lake, table)
         gate = QualityGate.for_table(lake, pipeline, table)
-
+        flow = Flow(spark, lake, pipeline, table)
         cut = (cuts or {}).get(table.name, EVERYTHING)
         versions = (as_of or {}).get(table.name)
 
@@ -126,14 +121,19 @@ def recompute(
 
         def attempt(
             table: Table = table, table_slice: Slice = table_slice,
-            writer: TableWriter = writer, gate: QualityGate | None = gate, cut: Cut = cut,
+            writer: TableWriter = writer, gate: QualityGate | None = gate, cut: Cut = cut, flow: Flow = flow,
             versions: Mapping[str, int] | None = versions, phases: dict[str, float] = phases,
         ) -> None:  # fmt: skip
             phases.clear()  # the phases of the attempt that committed
             planning = time.perf_counter()
             settlements: list[Callable[[], DataFrame | None]] = []
-            with _computed(
-                spark, lake, pipeline, table, table_slice, cut, model_version, versions, settlements
+            with flow.kind.slice_rows(
+                flow,
+                table_slice,
+                cut=cut,
+                model_version=model_version,
+                as_of=versions,
+                settlements=settlements,
             ) as df:
                 created = writer.ensure(df)
                 phases["plan"] = time.perf_counter() - planning
@@ -148,10 +148,9 @@ def recompute(
         try:
             with delta.written_by(spark, compatibility.code_version(pipeline, table)):
                 delta.retry_on_conflict(attempt, f"backfill {table.name} {table_slice.label}")
-        except ModelUnavailable as exc:
-            if table.model is None or pipeline.model(table.model).unavailable != "quarantine":
+        except Exception as exc:
+            if not flow.kind.leaves_slice(flow, exc):
                 raise
-            # As its stream does, wait for a version: the stream's quarantine keeps the unscored rows.
             log.warning("backfill %s %s: left as it is: %s", table.name, table_slice.label, exc)
             steps.append(BackfillStep(table.name, table_slice, 0, time.monotonic() - started))
             continue
@@ -189,14 +188,8 @@ def _write_slice(
         settlements.clear()
         return functools.reduce(lambda a, b: a.unionByName(b), found) if found else None
 
-    phases: dict[str, float] = {}
-    clock = time.perf_counter()
-
-    def lap(phase: str) -> None:
-        nonlocal clock
-        now = time.perf_counter()
-        phases[phase] = now - clock
-        clock = now
+    phases = Phases()
+    lap = phases.lap
 
     if gate is not None:
         df.persist()
@@ -223,77 +216,13 @@ def _write_slice(
             if (found := settled()) is not None:
                 rows = rows.unionByName(found)
             lap("compute")
-        verdict = gate.judge(rows, origin) if gate is not None else Verdict(rows, None)
+        verdict = judge(gate, rows, origin)
         lap("gate")
-        writer.write_slice(verdict.kept, verdict.rejected, origin)
-        lap("write")
-        if (found := settled()) is not None:  # a commit of their own, after the slice's
-            writer.append_found(found, origin)
-            lap("accounting")
+        # what the accounting found and no count joined yet: a commit of its own, after the slice's
+        publish(
+            writer, verdict, origin, phases, settle=settled if settlements else None, settled_as="accounting"
+        )
     finally:
         if gate is not None:
             df.unpersist()
     return phases
-
-
-@contextmanager
-def _computed(
-    spark: SparkSession, lake: Lake, pipeline: Pipeline, table: Table, slice_: Slice, cut: Cut,
-    model_version: int | None = None, as_of: Mapping[str, int] | None = None,
-    settlements: list[Callable[[], DataFrame | None]] | None = None,
-) -> Iterator[DataFrame]:  # fmt: skip
-    """The rows of ``slice_`` of ``table``: a batch query (its upstreams at the versions ``as_of``
-    names, else their latest), or a replay for stateful flows; a table scored by a model, each
-    row with the version recorded on it (or ``model_version``)."""
-    if table.model is not None:
-        inputs = build(spark, lake, pipeline, table, streaming=False, slice_=slice_, cut=cut)
-        path = lake.table(table.name)
-        held = None
-        if delta.exists(spark, path):
-            held = spark.read.format("delta").load(path)
-            held = held.where(slice_.condition(table.time_expression)) if table.time_expression else held
-        yield ScoredFlow(spark, lake, pipeline, table).rescore(inputs, held, model_version)
-        return
-    if table.state is None:
-        yield build(
-            spark, lake, pipeline, table, streaming=False, slice_=slice_, cut=cut, as_of=as_of,
-            settlements=settlements,
-        )  # fmt: skip
-        return
-    scratch = lake.scratch(pipeline.name, table.name, uuid.uuid4().hex)
-    try:
-        yield replay(spark, lake, pipeline, table, slice_, scratch)
-    finally:
-        storage.remove_tree(spark, scratch)
-
-
-def replay(
-    spark: SparkSession, lake: Lake, pipeline: Pipeline, table: Table, slice_: Slice, scratch: str
-) -> DataFrame:
-    """Run ``table``'s streaming plan over the inputs of ``slice_`` to completion (availableNow,
-    checkpoint and output under ``scratch``) and return the rows it emitted in ``slice_``."""
-    df = build(spark, lake, pipeline, table, streaming=True, slice_=slice_)
-    rows = f"{scratch}/rows"
-    delta.ensure_table(spark, rows, df.schema, name=f"{table.name} (replay)")
-    query = (
-        df.writeStream.queryName(f"backfill:{pipeline.name}.{table.name}")
-        .format("delta")
-        .outputMode(table.output_mode)
-        .option("checkpointLocation", f"{scratch}/checkpoint")
-        .trigger(availableNow=True)
-        .start(rows)
-    )
-    query.awaitTermination()
-    progress = query.lastProgress or {}
-    reached = parse_iso((progress.get("eventTime") or {}).get("watermark"))
-    if slice_.end and (reached is None or reached < slice_.end):
-        log.warning(
-            "backfill %s %s: the replayed watermark reached only %s, so rows after it are not "
-            "final yet (the stream has not emitted them either); re-run once later input arrived",
-            table.name,
-            slice_.label,
-            reached.isoformat() if reached else "nothing",
-        )
-    else:
-        log.info("backfill %s: replayed as a stream, watermark reached %s", table.name, reached)
-    return spark.read.format("delta").load(rows)

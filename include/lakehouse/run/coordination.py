@@ -43,22 +43,16 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
-
-from pyspark.sql import functions as F
 
 from lakehouse import delta
 from lakehouse.core.errors import OperationFailed
 from lakehouse.core.lake import Lake
-from lakehouse.core.times import utc
-from lakehouse.plan import compatibility
-from lakehouse.plan.flow import build, read_upstream
+from lakehouse.flows import NO_BATCH, Flow, kind_of
 from lakehouse.run.batch import BackfillStep, plan, recompute
 from lakehouse.run.stream import FlowRun, StreamRunner
 from lakehouse.slices import ALL_TIME, Slice
-from lakehouse.sources import Cut, reader_for
-from lakehouse.spec import parse_duration
 from lakehouse.state import storage
 from lakehouse.state.checkpoints import Checkpoint
 from lakehouse.state.control import FlowControl, LeaseHeld, LeaseKeeper, PauseTimeout
@@ -69,6 +63,7 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
     from lakehouse.core.config import Settings
+    from lakehouse.sources import Cut
     from lakehouse.spec import Pipeline, Table
 
 log = logging.getLogger("lakehouse.backfill")
@@ -155,13 +150,14 @@ def catch_up(
 ) -> tuple[dict[str, FlowRun], dict[str, BackfillStep]]:
     """Each flow's stream caught up from its checkpoint, in dependency order; a flow ``new``
     that a batch can compute is computed once, as a batch, and its stream positioned where that
-    batch read (:func:`first_computation`). Returns the streams' runs, and the batch steps of the
+    batch read (``FlowKind.first_computation``). Returns the streams' runs, and the batch steps of the
     flows computed so."""
     runs: dict[str, FlowRun] = {}
     first: dict[str, BackfillStep] = {}
     with StreamRunner(spark, lake, pipeline) as runner:
         for table in tables:
-            state_from = first_computation(spark, lake, pipeline, table) if table.name in new else NO_BATCH
+            flow = Flow(spark, lake, pipeline, table)
+            state_from = flow.kind.first_computation(flow) if table.name in new else NO_BATCH
             if state_from is NO_BATCH:
                 [runs[table.name]] = runner.run_incremental([table], unlimited=new)
                 continue
@@ -182,42 +178,6 @@ def catch_up(
     if keeper.lost.is_set():
         raise OperationFailed(f"{pipeline.name}: the backfill lost its leases; nothing was written")
     return runs, first
-
-
-NO_BATCH: Any = object()  # a new flow whose catch-up computes it (see first_computation)
-
-
-def first_computation(spark: SparkSession, lake: Lake, pipeline: Pipeline, table: Table) -> Any:
-    """How a flow never run before is computed: ``NO_BATCH``, by its catch-up (in one micro-batch:
-    as fast as a batch for a flow without state, which then needs no positioning; and the only
-    way for per-key state with timers, a model's scores, a recomputed or change-feed table,
-    stateful operators of the user's own or over several streams); else, a flow with windows or
-    deduplication, as a batch, its stream positioned after what the batch read. Then the slice
-    of its rows whose state the stream keeps, which the positioning rebuilds from that slice's
-    input: for windows, those the watermark (once past all input: its latest event time less
-    the delay) has not closed; for deduplication, the rows whose keys the stream still
-    remembers (the delay once more). Read before the positioning: input arriving meanwhile only
-    moves the watermark on, so the slice holds what the stream keeps, and more."""
-    if table.state is not None or table.model is not None or table.recomputes or table.applies_changes:
-        return NO_BATCH
-    streamed = build(spark, lake, pipeline, table, streaming=True)
-    kinds = [operator.kind for operator in compatibility.shape_of(pipeline, table, streamed).operators]
-    known = {"aggregate": table.write.closes_by_watermark, "deduplicate within watermark": table.dedupes}
-    if not kinds or table.source is not None or len(table.upstreams) != 1 or len(set(kinds)) < len(kinds):
-        return NO_BATCH
-    (upstream,) = table.upstreams
-    event_time = pipeline.table(upstream.table).event_time
-    if not (event_time and all(known.get(kind, False) for kind in kinds)):
-        return NO_BATCH
-    rows = read_upstream(spark, lake, pipeline, table, upstream, streaming=False, slice_=ALL_TIME)
-    latest = utc(rows.agg(F.max(F.col(f"`{event_time}`"))).collect()[0][0])
-    if latest is None:  # nothing yet: the state is built from all there is
-        return ALL_TIME
-    delay = parse_duration(table.watermark_for(upstream) or "0 seconds", table.name)
-    watermark = latest - delay
-    starts = [table.write.closed_end(watermark)] if "aggregate" in kinds else []
-    starts += [watermark - delay] if "deduplicate within watermark" in kinds else []
-    return Slice(min(starts), None)
 
 
 def refuse_reset(
@@ -253,8 +213,7 @@ def archive(spark: SparkSession, lake: Lake, pipeline: Pipeline, tables: Sequenc
         storage.move(
             spark, lake.checkpoint(pipeline.name, table.name), aside.checkpoint(pipeline.name, table.name)
         )
-        logs = [table.changes, table.latest_changes] if table.applies_changes else []
-        for name in (table.name, table.quarantine, *logs):
+        for name in (table.name, table.quarantine, *table.logs):
             storage.move(spark, lake.table(name), aside.table(name))
     log.info("reset: moved the checkpoints and tables of %s to %s", _names(tables), aside.root)
     return aside.root
@@ -277,7 +236,7 @@ def computed_whole(
             table.name in new
             and runs[table.name].data_batches <= 1
             and all(u in whole for u in upstreams)
-            and (table.model is None or model_version is None)
+            and kind_of(table).computed_whole(table, model_version)
         ):
             log.info(
                 "%s: never run before, computed whole by its first run (%s: %s input rows read, "
@@ -325,7 +284,7 @@ def take_over(control: FlowControl, flows: list[str], ttl: float, timeout: float
 def consumed(table: Table, checkpoint: Checkpoint) -> Cut | None:
     """What a backfill of ``table`` reads of its source once its stream caught up: what the
     stream consumed (``None``: a table reading other tables reads them whole)."""
-    return reader_for(table.source).consumed(checkpoint) if table.source is not None else None
+    return kind_of(table).consumed(table, checkpoint)
 
 
 def closed_parts(
@@ -345,7 +304,7 @@ def closed_parts(
         end = _closed_end(table, checkpoints[table.name])
         for reader in pipeline.downstream(table.name):
             if reader.name in in_plan and (limit := ends.get(reader.name, _OPEN)) is not _OPEN:
-                reach = reader.state.timeout_delta if reader.state is not None else timedelta(0)
+                reach = kind_of(reader).state_reach(reader)
                 limited = limit - reach if limit is not None else None
                 end = limited if end is _OPEN else _earliest(end, limited)
         ends[table.name] = end
@@ -378,7 +337,7 @@ def _earliest(a: datetime | None, b: datetime | None) -> datetime | None:
 def _closed_end(table: Table, checkpoint: Checkpoint) -> Any:
     """Where ``table``'s own stream has closed event time: ``_OPEN`` (it never changes rows it
     wrote), ``None`` (nothing closed yet) or the end of what is final."""
-    if not (table.write.closes_by_watermark or table.state is not None) or not checkpoint.exists:
+    if not kind_of(table).closes_by_watermark(table) or not checkpoint.exists:
         return _OPEN
     watermark = checkpoint.watermark()
     if watermark is None:

@@ -199,7 +199,7 @@ def maintain(
     lake = Lake.from_settings(settings)
     selected = pipeline.select(tables or None)
     names = [t.name for t in selected]
-    logs = [name for t in selected if t.applies_changes for name in (t.changes, t.latest_changes)]
+    logs = [name for t in selected for name in t.logs]
     candidates = [*names, *(quarantine_name(n) for n in names), *logs]
     existing = [n for n in candidates if delta.exists(spark, lake.table(n))]
     return [

@@ -34,6 +34,7 @@ from pyspark.sql import functions as F
 from lakehouse import delta
 from lakehouse.core.errors import UsageError
 from lakehouse.core.lake import Lake
+from lakehouse.flows import kind_of
 from lakehouse.plan import compatibility
 from lakehouse.quality.gate import QualityGate
 from lakehouse.slices import ALL_TIME, Slice
@@ -106,7 +107,7 @@ def replay(
 def refuse(pipeline: Pipeline, table: Table) -> None:
     """Refuse a table whose quarantined rows cannot be written again on their own."""
     if not table.replays_quarantine:
-        what = "scored rows" if table.model is not None else f"rows written as {table.write.describe()}"
+        what = kind_of(table).rows_described(table)
         raise UsageError(
             f"{table.name}: its {what} are computed by its flow from its input, so its quarantined "
             "rows cannot be written again on their own; recompute their range instead: "

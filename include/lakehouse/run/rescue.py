@@ -49,7 +49,7 @@ def rescue(spark: SparkSession, settings: Settings, lake: Lake, pipeline: Pipeli
     """Fill ``table``'s declared source columns from ``_rescued_data`` where they are null."""
     from pyspark.sql import functions as F
 
-    if table.source is None:
+    if not table.keeps_unparsed:
         raise OperationFailed(
             f"{pipeline.name}.{table.name} reads no source: only a bronze table keeps unread fields "
             f"in {RESCUED}; rebuild tables below it with `lakehouse backfill {pipeline.name} --flow "

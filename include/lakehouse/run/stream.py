@@ -10,7 +10,6 @@ root. Two triggers:
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import threading
 import time
@@ -21,17 +20,16 @@ from pyspark.sql import functions as F
 
 from lakehouse import delta
 from lakehouse.core.errors import OperationFailed
-from lakehouse.models.scoring import ScoredFlow
+from lakehouse.flows import Flow, StreamPlan
 from lakehouse.models.store import ModelUnavailable
 from lakehouse.monitoring.listener import ProgressRecorder
 from lakehouse.monitoring.progress import BATCH_TIMINGS, ProgressLog, query_name
 from lakehouse.plan import compatibility
-from lakehouse.plan.flow import build, upstream_changes
 from lakehouse.quality.gate import QualityGate, Verdict
 from lakehouse.run import failures
 from lakehouse.run.codegen import CodegenBySize
-from lakehouse.sources import Bronze, Prepared, reader_for
-from lakehouse.state.checkpoints import Checkpoint
+from lakehouse.run.publish import Phases, judge, publish
+from lakehouse.sources import Prepared
 from lakehouse.writes import FAILED, Origin, TableWriter
 
 if TYPE_CHECKING:
@@ -101,34 +99,26 @@ class FlowSink:
     """The ``foreachBatch`` of one flow: the quality gate judges each micro-batch, the table's
     writer commits what it kept and what it rejected, exactly once."""
 
-    def __init__(
-        self,
-        writer: TableWriter,
-        gate: QualityGate | None,
-        prepare: Callable[[DataFrame, int], DataFrame | Prepared] | None = None,
-        *,
-        recomputed: bool = False,
-        scored: Model | None = None,
-        prepare_materializes: bool = False,
-    ) -> None:
+    def __init__(self, writer: TableWriter, gate: QualityGate | None, plan: StreamPlan) -> None:
         self.writer = writer
         self.on_first_commit: Callable[[], None] | None = None  # see written_by
         self.code_version: str | None = None
         self.gate = gate
-        # Steps that need the whole micro-batch (landing accounting), that compute the rows from
-        # the tables whenever the batch says they changed (``recomputed``: kept in memory for the
-        # gate and the write), or that score it with the model in force (``scored``: its table is
-        # created by the first scored batch when no version was promoted at start).
-        self.prepare = prepare
+        # The flow kind's step that completes each micro-batch (``StreamPlan.step``): landing
+        # accounting over the whole batch, a recomputation from the tables whenever the batch
+        # says they changed (``recomputed``: kept in memory for the gate and the write), scoring
+        # with the model in force (``scored``: its table is created by the first scored batch
+        # when no version was promoted at start).
+        self.prepare: Callable[[DataFrame, int], DataFrame | Prepared] | None = plan.step
         # ``prepare`` runs a job over the whole (persisted) batch itself (landing accounting): no
         # separate count to materialize it.
-        self.prepare_materializes = prepare_materializes
+        self.prepare_materializes = plan.step_materializes
         # A flow without stateful operators, gate, recomputation or model reads its batch once,
         # in the write (and its accounting, if any, reads only file names and line sizes): no
         # cache. Set once the flow's plan is known (``cache_if_needed``).
         self.cached = True
-        self.recomputed = recomputed
-        self.scored = scored
+        self.recomputed = plan.recomputes
+        self.scored: Model | None = plan.scored
         self._query_id: str | None = None
         self._query: StreamingQuery | None = None
         self._bound = threading.Event()
@@ -186,14 +176,8 @@ class FlowSink:
         if self.cached:
             batch.persist()
         rows = batch
-        clock = time.perf_counter()
-        phases: dict[str, float] = {}
-
-        def lap(phase: str) -> None:
-            nonlocal clock
-            now = time.perf_counter()
-            phases[phase] = phases.get(phase, 0.0) + now - clock
-            clock = now
+        phases = Phases()
+        lap = phases.lap
 
         # A gate judging the batch itself counts its rows in the pass that materializes it: one
         # Spark job fewer per batch (the counts ride along; the phase is the batch's computing).
@@ -219,7 +203,8 @@ class FlowSink:
                     reason = F.array(F.lit(f"model_unavailable: {exc}"))
                     lap("compute")
                     phases["gate"] = 0.0  # nothing to judge: every row waits for a model version
-                    phases.update(self.writer.write_batch(None, batch.withColumn(FAILED, reason), origin))
+                    unscored = Verdict(None, batch.withColumn(FAILED, reason))
+                    publish(self.writer, unscored, origin, phases, settled_as="compute")
                     BATCH_TIMINGS.record(self._query_id, batch_id, phases)
                     self._committed()
                     return
@@ -229,18 +214,14 @@ class FlowSink:
                 if self.scored is not None:
                     self.writer.ensure(rows)
             lap("compute")  # landing accounting, a recomputation, scoring: part of computing the batch
-            verdict = Verdict(rows, None) if self.gate is None else self.gate.judge(rows, origin)
+            verdict = judge(self.gate, rows, origin)
             lap("compute" if gate_materializes else "gate")
             phases.setdefault("gate", 0.0)  # its results are recorded in the background
             no_rows = gate_materializes and verdict.outcome is not None and not verdict.outcome.rows
             if no_rows and self._no_rows_no_change():
                 return self._nothing_to_write(batch_id, phases)
-            phases.update(self.writer.write_batch(verdict.kept, verdict.rejected, origin))
-            if settle is not None:  # (its time: part of computing the batch)
-                clock = time.perf_counter()
-                if (found := settle()) is not None:
-                    self.writer.append_found(found, origin)
-                lap("compute")
+            # (the accounting's time once the rows are written: part of computing the batch)
+            publish(self.writer, verdict, origin, phases, settle=settle, settled_as="compute")
             BATCH_TIMINGS.record(self._query_id, batch_id, phases)
             self._committed()
         finally:
@@ -301,34 +282,15 @@ class StreamRunner:
 
     def start(self, table: Table, trigger: Trigger, *, unlimited: bool = False) -> StreamingQuery:
         """Start ``table``'s flow; its output table exists once this returns (``unlimited``:
-        without its inputs' rate limits, see ``build``)."""
+        without its inputs' rate limits, see ``FlowKind.rows``)."""
         writer = TableWriter(self.lake, table)
         gate = QualityGate.for_table(self.lake, self.pipeline, table)
-        if table.recomputes:  # its upstreams' commits trigger it; each batch recomputes it
-            df = upstream_changes(self.spark, self.lake, self.pipeline, table)
-            recompute = recomputation(self.spark, self.lake, self.pipeline, table)
-            rows = recompute(df, -1)
-            writer.ensure(rows)
-            sink = FlowSink(writer, gate, recompute, recomputed=True)
-        elif table.model is not None:  # each batch scored with the model version in force
-            df = rows = build(
-                self.spark, self.lake, self.pipeline, table, streaming=True, unlimited=unlimited
-            )
-            scoring = ScoredFlow(self.spark, self.lake, self.pipeline, table)
-            with contextlib.suppress(ModelUnavailable):  # else the first scored batch creates it
-                writer.ensure(scoring.apply(df, scoring.load()))
-            checkpoint = self.lake.checkpoint(self.pipeline.name, table.name)
-            sink = FlowSink(writer, gate, scoring.micro_batch(checkpoint), scored=scoring.model)
-        else:
-            df = rows = build(
-                self.spark, self.lake, self.pipeline, table, streaming=True, unlimited=unlimited
-            )
-            source = reader_for(table.source) if table.source is not None else None
-            writer.ensure(df.drop(*source.working_columns) if source is not None else df)
-            accounting = self._source_accounting(table)
-            sink = FlowSink(writer, gate, accounting, prepare_materializes=accounting is not None)
-        checkpoint = self.lake.checkpoint(self.pipeline.name, table.name)
-        shape = compatibility.shape_of(self.pipeline, table, rows)
+        flow = Flow(self.spark, self.lake, self.pipeline, table)
+        plan = flow.kind.stream(flow, writer, unlimited=unlimited, on_vanished=self._vanished(table))
+        df = plan.df
+        sink = FlowSink(writer, gate, plan)
+        checkpoint = flow.checkpoint
+        shape = flow.kind.shape(flow, plan.rows)
         self._refuse_incompatible(table, checkpoint, shape)
         sink.cache_if_needed(shape)
         sink.written_by(shape.code_version, lambda: compatibility.record(self.spark, checkpoint, shape))
@@ -367,32 +329,21 @@ class StreamRunner:
         checkpoint = self.lake.checkpoint(self.pipeline.name, flow)
         return failures.explain(self.pipeline.name, flow, checkpoint, error)
 
-    def _source_accounting(self, table: Table) -> Callable[[DataFrame, int], Prepared] | None:
-        """Each micro-batch's accounting of its source's input, if its kind keeps one (landing
-        files: lines too long to read, files gone before they were read)."""
-        if table.source is None:
-            return None
-        checkpoint = Checkpoint(self.spark, self.lake.checkpoint(self.pipeline.name, table.name))
-        bronze = Bronze(self.spark, self.lake, self.pipeline, table)
-        accounting = reader_for(table.source).micro_batches(bronze, checkpoint)
-        if accounting is None:
-            return None
+    def _vanished(self, table: Table) -> Callable[[int, list[str]], None]:
+        """What the runner does with input files gone before a micro-batch of ``table`` read
+        them: a warning, and a row in the progress log."""
 
-        def prepare(batch: DataFrame, batch_id: int) -> Prepared:
-            prepared = accounting(batch, batch_id)
-            if vanished := prepared.vanished:
-                log.warning(
-                    "%s batch %d: %d input file(s) vanished before they were read: %s",
-                    table.name, batch_id, len(vanished), ", ".join(vanished[:5]),
-                )  # fmt: skip
-                self.recorder.log.append([{
-                    "pipeline": self.pipeline.name, "flow": table.name, "event": "vanished_files",
-                    "batch_id": batch_id, "num_input_rows": len(vanished),
-                    "exception": "\n".join(vanished),
-                }])  # fmt: skip
-            return prepared
+        def vanished(batch_id: int, files: list[str]) -> None:
+            log.warning(
+                "%s batch %d: %d input file(s) vanished before they were read: %s",
+                table.name, batch_id, len(files), ", ".join(files[:5]),
+            )  # fmt: skip
+            self.recorder.log.append([{
+                "pipeline": self.pipeline.name, "flow": table.name, "event": "vanished_files",
+                "batch_id": batch_id, "num_input_rows": len(files), "exception": "\n".join(files),
+            }])  # fmt: skip
 
-        return prepare
+        return vanished
 
     def run_incremental(self, tables: Sequence[Table], unlimited: Collection[str] = ()) -> list[FlowRun]:
         """availableNow runs, one flow after the other in dependency order (the flows named in
@@ -435,12 +386,10 @@ class StreamRunner:
         rebuilds the state its stream would keep from the input of its rows in ``state_from``
         (the stretch its watermark has not closed yet), and writes nothing."""
         started = time.monotonic()
-        flow = build(self.spark, self.lake, self.pipeline, table, streaming=True, unlimited=True)
-        shape = compatibility.shape_of(self.pipeline, table, flow)
-        df = build(
-            self.spark, self.lake, self.pipeline, table, streaming=True, unlimited=True, slice_=state_from
-        )
-        checkpoint = self.lake.checkpoint(self.pipeline.name, table.name)
+        flow = Flow(self.spark, self.lake, self.pipeline, table)
+        shape = flow.kind.shape(flow, flow.rows(streaming=True, unlimited=True))
+        df = flow.rows(streaming=True, unlimited=True, slice_=state_from)
+        checkpoint = flow.checkpoint
         sink = PositioningSink(record=lambda: compatibility.record(self.spark, checkpoint, shape))
         query = (
             df.writeStream.queryName(query_name(self.pipeline.name, table.name))
@@ -594,26 +543,6 @@ class NoSignals:
 
     def resume(self, flow: str) -> bool:
         return True
-
-
-def recomputation(
-    spark: SparkSession, lake: Lake, pipeline: Pipeline, table: Table
-) -> Callable[[DataFrame | None, int], DataFrame]:
-    """A ``Recompute`` flow's micro-batch: the table computed from its upstreams as far as the
-    batch's offsets read them (batch ``-1``: at their latest, for the table's schema).
-
-    At their latest instead, a batch saw commits its offsets do not hold (an upstream's stream
-    committed meanwhile): the table was a function of when the batch ran, not of what it read,
-    and a live check of it against those offsets failed on a healthy pipeline (crm_quality:
-    ``every_order_present``, 6 orders cancelled between the offsets and the read)."""
-    checkpoint = Checkpoint(spark, lake.checkpoint(pipeline.name, table.name))
-    ids = {up.table: delta.detail(spark, lake.table(up.table))["id"] for up in table.upstreams}
-
-    def recompute(_changes: DataFrame | None, batch_id: int) -> DataFrame:
-        as_of = checkpoint.read_through(ids, batch_id) if batch_id >= 0 else {}
-        return build(spark, lake, pipeline, table, streaming=False, as_of=as_of)
-
-    return recompute
 
 
 def stop_gracefully(query: StreamingQuery, timeout: float = 300) -> None:

@@ -72,7 +72,7 @@ def StreamingTable(
     name: str,
     *,
     upstreams: Sequence[str | Upstream],
-    transform: TransformRef,
+    transform: TransformRef | None = None,
     write: WriteMode | None = None,
     lookups: Names = (),
     event_time: str | None = None,
@@ -85,17 +85,21 @@ def StreamingTable(
     expectations: Expectations = (),
     checks: Expectations = (),
     stats_columns: Names | None = None,
+    flow: str | None = None,
 ) -> Table:
     """``transform(*upstreams, *lookups)`` run as a stream over the upstreams' new rows and as
     bounded backfills over the same code.
 
     ``write``: ``Append()`` (default), ``Append(keys=[...])``, ``Upsert(...)``,
     ``Aggregate(...)`` or a mode of your own; ``state``: the transform keeps per-key state with
-    timers; ``model``: rows are scored by the pipeline's model in force (its last argument).
+    timers; ``model``: rows are scored by the pipeline's model in force (its last argument);
+    ``flow``: a kind of flow of your own, ``"module:Class"`` naming a ``lakehouse.flows.FlowKind``
+    (``docs/extending.md``; its ``transform`` is optional when the kind needs none).
     """
     return Table(
         name,
         kind="streaming",
+        flow_kind=flow,
         upstreams=upstreams,
         transform=transform,
         write=write or Append(),

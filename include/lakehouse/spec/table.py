@@ -32,6 +32,20 @@ KINDS: dict[str, str] = {
     "view": "MaterializedView",
 }
 
+# The kind of flow that runs each kind of table (``lakehouse.flows``; ``"module:Class"``, imported
+# when the table is first run); a streaming table scored by a model runs as a ``scored`` flow.
+FLOWS: dict[str, str] = {
+    "ingest": "lakehouse.flows.ingest:IngestFlow",
+    "streaming": "lakehouse.flows.transform:TransformFlow",
+    "scored": "lakehouse.flows.scored:ScoredFlow",
+    "changes": "lakehouse.flows.changes:ChangesFlow",
+    "view": "lakehouse.flows.view:ViewFlow",
+}
+# Metadata of a declaration field added after tables were deployed with it absent: a code version
+# (``lakehouse.plan.compatibility.code_version``) hashes it only when it is set, so an upgrade
+# does not make every deployed flow's code new.
+ADDED_LATER = "lakehouse_added_later"
+
 
 def quarantine_name(table: str) -> str:
     """``silver.device_events`` -> ``quarantine.silver_device_events`` (its Delta table name)."""
@@ -179,6 +193,9 @@ class Table:
     model: str | None = None
     kind: str | None = None
     stats_columns: tuple[str, ...] | None = field(default=None, converter=optional_names)
+    # a kind of flow of one's own (``"module:Class"``, a ``lakehouse.flows.FlowKind``); a field
+    # added after tables were deployed: in their code version only when declared
+    flow_kind: str | None = field(default=None, metadata={ADDED_LATER: True})
 
     def __attrs_post_init__(self) -> None:
         self._check_kind()
@@ -241,6 +258,25 @@ class Table:
     def recomputes(self) -> bool:
         """A ``Recompute`` table: its flow recomputes it from its upstreams' whole contents."""
         return self.write.recomputes
+
+    @property
+    def flow(self) -> str:
+        """The class of the kind of flow that runs it (``lakehouse.flows``: ``"module:Class"``)."""
+        if self.flow_kind is not None:
+            return self.flow_kind
+        return FLOWS["scored" if self.model is not None else str(self.kind)]
+
+    @property
+    def keeps_unparsed(self) -> bool:
+        """Whether it keeps rows that could not be parsed, with ``_parse_error`` (bronze: every
+        line lands), which its readers leave out and its at-rest checks skip."""
+        return bool(self.sources)
+
+    @property
+    def logs(self) -> tuple[str, ...]:
+        """The tables its writes keep beside it (a change feed's change log and latest changes),
+        which move, compact and are checked with it."""
+        return (self.changes, self.latest_changes) if self.write.applies_changes else ()
 
     @property
     def upstream_names(self) -> tuple[str, ...]:
@@ -357,7 +393,7 @@ class Table:
             raise self.fail("declares neither a source (bronze ingestion) nor upstreams")
         if self.sources and self.upstreams:
             raise self.fail("declares both a source and upstreams; a table has one origin")
-        if not self.sources and self.transform is None and not self.applies_changes:
+        if not self.sources and self.transform is None and not self.applies_changes and not self.flow_kind:
             raise self.fail("reads upstreams but declares no transform")
         if not self.sources:
             return

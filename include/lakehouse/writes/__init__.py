@@ -201,6 +201,16 @@ class TableWriter:
         self.mode.fresh = self.mode.ensure(df)
         return self.mode.fresh
 
+    def write(self, rows: DataFrame | None, rejected: DataFrame | None, origin: Origin) -> dict[str, float]:
+        """Commit judged rows as ``origin`` says: a stream's micro-batch exactly once, a backfill's
+        slice replaced (``rows`` ``None``: none for the table). Returns the seconds each write took."""
+        if origin.kind == "stream":
+            return self.write_batch(rows, rejected, origin)
+        assert rows is not None
+        started = time.perf_counter()
+        self.write_slice(rows, rejected, origin)
+        return {"write": time.perf_counter() - started}
+
     # ---------------------------------------------------------------- streams
     def write_batch(
         self, rows: DataFrame | None, rejected: DataFrame | None, origin: Origin

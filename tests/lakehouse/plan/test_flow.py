@@ -8,9 +8,10 @@ import pytest
 from pyspark.sql import functions as F
 
 from lakehouse.core.times import floor_to
+from lakehouse.flows import affected_slice, input_slice
 from lakehouse.plan.flow import dedupe
 from lakehouse.run.batch import plan
-from lakehouse.slices import Slice, affected_slice, input_slice
+from lakehouse.slices import Slice
 from lakehouse.spec import Aggregate, Pipeline
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
@@ -131,7 +132,7 @@ def test_backfill_plan_cascades_through_joins_and_state(ads: Pipeline) -> None:
 
 
 def test_a_stateful_flow_refuses_to_run_as_a_batch_query(ads: Pipeline, lake) -> None:
-    from lakehouse.plan.flow import build
+    from lakehouse.flows import build
     from lakehouse.spec import SpecError
 
     with pytest.raises(SpecError, match=r"'gold.user_activity' keeps per-key state.*replays it"):

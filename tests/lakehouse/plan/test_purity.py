@@ -13,10 +13,10 @@ from delta.tables import DeltaTable
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from lakehouse.flows import build
 from lakehouse.models.scoring import ModelInForce, ScoredFlow
 from lakehouse.models.store import ModelUnavailable
 from lakehouse.plan import purity
-from lakehouse.plan.flow import build
 from lakehouse.spec import Ingest, JsonFiles, Pipeline, SpecError, StreamingTable
 
 if TYPE_CHECKING:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 
+from lakehouse.flows import StreamPlan
 from lakehouse.run.codegen import INTERPRETED, SMALL_BATCH_ROWS, CodegenBySize
 from lakehouse.run.stream import FlowSink
 from lakehouse.spec import Append, StreamingTable, Upsert
@@ -83,7 +84,7 @@ def test_a_flow_whose_write_rereads_its_table_keeps_generated_code_after_small_b
     flows = {
         "append": (table("silver.a", Append()), {}),
         "upsert": (table("silver.u", Upsert(keys="value", sequence_by="timestamp")), {}),
-        "recomputed": (table("silver.c", Append()), {"recomputed": True}),
+        "recomputed": (table("silver.c", Append()), {"recomputes": True}),
     }
     seen: dict[str, list[tuple[str | None, str | None]]] = {name: [] for name in flows}
     driver, queries = with_codegen(spark), []
@@ -96,8 +97,8 @@ def test_a_flow_whose_write_rereads_its_table_keeps_generated_code_after_small_b
                 writer.ensure(batch)
                 return batch
 
-            sink = FlowSink(writer, None, prepare, **options)
             rate = driver.readStream.format("rate").option("rowsPerSecond", 20).load()
+            sink = FlowSink(writer, None, StreamPlan(rate, rate, prepare, **options))
             query = rate.writeStream.foreachBatch(sink).trigger(processingTime="300 milliseconds").start()
             sink.bind(query)
             queries.append(query)

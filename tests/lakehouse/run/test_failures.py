@@ -18,7 +18,7 @@ from lakehouse.cli import app
 from lakehouse.core.config import Settings, settings
 from lakehouse.core.errors import OperationFailed
 from lakehouse.core.lake import Lake
-from lakehouse.plan.compatibility import plan
+from lakehouse.flows import plan
 from lakehouse.plan.generators import Landing
 from lakehouse.run import coordination
 from lakehouse.run.failures import explain

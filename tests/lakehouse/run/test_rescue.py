@@ -12,7 +12,7 @@ from attrs import evolve
 
 from lakehouse.core.config import Settings
 from lakehouse.core.lake import Lake
-from lakehouse.plan.compatibility import plan
+from lakehouse.flows import plan
 from lakehouse.plan.generators import Landing
 from lakehouse.run.rescue import rescue
 from lakehouse.run.stream import StreamRunner

@@ -9,7 +9,8 @@ from typing import ClassVar
 import pytest
 from attrs import frozen
 
-from lakehouse.slices import Slice, affected_slice, input_slice
+from lakehouse.flows import affected_slice, input_slice
+from lakehouse.slices import Slice
 from lakehouse.spec import (
     Aggregate,
     Append,

@@ -176,8 +176,8 @@ def test_names_layers_and_origins() -> None:
         StreamingTable("silver.x", upstreams=[], transform="t:f")
     with pytest.raises(TypeError, match=r"unexpected keyword argument 'upstreams'"):
         Ingest("bronze.x", source=SOURCE, upstreams=["bronze.y"])  # type: ignore[call-arg]
-    with pytest.raises(TypeError, match=r"missing 1 required keyword-only argument: 'transform'"):
-        StreamingTable("silver.x", upstreams=["bronze.raw"])  # type: ignore[call-arg]
+    with pytest.raises(SpecError, match=r"reads upstreams but declares no transform"):
+        StreamingTable("silver.x", upstreams=["bronze.raw"])
     with pytest.raises(SpecError, match=r"both a source and upstreams"):  # the model still checks
         Table("bronze.x", kind="ingest", source=SOURCE, upstreams=["bronze.y"])
     with pytest.raises(SpecError, match=r"event_time 'when' is not a column of the source schema"):

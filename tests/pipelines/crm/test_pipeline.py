@@ -240,7 +240,8 @@ def test_a_gold_batch_reads_silver_as_its_offsets_say_not_as_it_is_when_the_batc
     """Live, silver commits between the planning of gold's micro-batch and its recomputation:
     the batch reads silver as its offsets say (what a live check pins too), not at the latest
     (a live crm_quality failed every_order_present on 6 orders cancelled in between)."""
-    from lakehouse.run.stream import recomputation
+    from lakehouse.flows import Flow
+    from lakehouse.flows.view import recomputation
     from lakehouse.state.checkpoints import Checkpoint
 
     lake = Lake(str(tmp_path / "lake"))
@@ -251,7 +252,7 @@ def test_a_gold_batch_reads_silver_as_its_offsets_say_not_as_it_is_when_the_batc
     orders = set(feed[1].orders)  # the generator's own record of the current orders
     cancelled = min(orders)
     spark.sql(f"DELETE FROM delta.`{lake.table('silver.orders')}` WHERE order_id = {cancelled}")
-    recompute = recomputation(spark, lake, crm, gold)
+    recompute = recomputation(Flow(spark, lake, crm, gold))
     assert {r.order_id for r in recompute(None, batch).select("order_id").collect()} == orders
     latest = recompute(None, -1)  # the schema's read, at the latest: without the cancelled order
     assert {r.order_id for r in latest.select("order_id").collect()} == orders - {cancelled}

@@ -103,6 +103,12 @@ class Source:
         table's short name), or ``None``: it reads no landing files."""
         return None
 
+    @property
+    def location(self) -> str:
+        """Where it reads, as a flow's checkpoint records its input (a change of it is a new
+        input): every kind says it."""
+        raise NotImplementedError(f"{type(self).__name__} does not say where it reads (Source.location)")
+
     def label(self, pipeline: str, table: str) -> str:
         """Where it reads, in a word or a path (the cockpit's graph node)."""
         folder = self.landing_folder(table)
@@ -135,6 +141,10 @@ class LandingFiles(Source):
 
     def landing_folder(self, table: str) -> str | None:
         return self.path or table
+
+    @property
+    def location(self) -> str:
+        return self.path or "landing"
 
     def unlimited(self) -> Source:
         return evolve(self, max_files_per_trigger=UNLIMITED_FILES)

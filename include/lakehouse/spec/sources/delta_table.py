@@ -52,5 +52,9 @@ class DeltaTable(Source):
         if self.starting_version < 0:
             raise SpecError("DeltaTable.starting_version must be a table version (0 or more)")
 
+    @property
+    def location(self) -> str:
+        return self.path or self.table or self.kind
+
     def label(self, pipeline: str, table: str) -> str:
         return self.table or self.path or self.kind

@@ -56,6 +56,10 @@ class KafkaTopic(Source):
             if not key.startswith("kafka."):
                 raise SpecError(f"KafkaTopic.options key {key!r}: Kafka client options start with 'kafka.'")
 
+    @property
+    def location(self) -> str:
+        return ",".join(self.topics)
+
     def label(self, pipeline: str, table: str) -> str:
         return ", ".join(self.topics)
 
