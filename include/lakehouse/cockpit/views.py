@@ -267,6 +267,20 @@ def _graph(
     return {"nodes": nodes, "edges": [{"from": a, "to": b} for a, b in edges]}
 
 
+# The pipeline page's charts of each flow, in order: key -> (title, its point per time bucket);
+# the page draws what ``pipeline_page`` sends (``charts``), so a chart is one line here.
+CHARTS: dict[str, tuple[str, pl.Expr]] = {
+    "rows_per_s": ("Throughput (rows/s)", pl.col("processed_rows_per_second").mean()),
+    "batch_s": ("Batch duration (s)", pl.col("batch_s").mean()),
+    "event_lag_s": ("Event lag: now − latest event (s)", pl.col("event_lag_s").mean()),
+    "watermark_lag_s": ("Watermark lag (s)", pl.col("watermark_lag_s").mean()),
+    "state_rows": ("State rows", pl.col("state_rows").last()),
+    "state_memory_bytes": ("State memory (bytes)", pl.col("state_memory_bytes").last()),
+    "late_drops": ("Late rows dropped", pl.col("rows_dropped_by_watermark").sum()),
+    "duplicates": ("Duplicates dropped", pl.col("duplicates_dropped").sum()),
+}
+
+
 def _series(history: pl.DataFrame, start: datetime, end: datetime) -> dict[str, dict[str, list[Any]]]:
     """Per flow, charts' points over [start, end): one per time bucket (at most MAX_POINTS)."""
     every_s = max(5, int((end - start).total_seconds() / MAX_POINTS) + 1)
@@ -288,15 +302,8 @@ def _series(history: pl.DataFrame, start: datetime, end: datetime) -> dict[str, 
     out: dict[str, dict[str, list[Any]]] = {}
     for (flow,), rows in progress.group_by(["flow"], maintain_order=True):
         points = rows.group_by_dynamic("recorded_at", every=f"{every_s}s").agg(
-            pl.col("processed_rows_per_second").mean().alias("rows_per_s"),
+            *[point.alias(key) for key, (_, point) in CHARTS.items()],
             pl.col("num_input_rows").sum().alias("rows"),
-            pl.col("batch_s").mean(),
-            pl.col("watermark_lag_s").mean(),
-            pl.col("event_lag_s").mean(),
-            pl.col("state_rows").last(),
-            pl.col("state_memory_bytes").last(),
-            pl.col("rows_dropped_by_watermark").sum().alias("late_drops"),
-            pl.col("duplicates_dropped").sum().alias("duplicates"),
             *[pl.col(p).mean() for p in phases],
         )
         series = {"t": [_iso(t) for t in points["recorded_at"].to_list()]}
@@ -438,6 +445,7 @@ def pipeline_page(
         "range_hours": hours,
         "graph": _graph(pipeline.configured(settings.ingest), states, quarantined, reads.aliases),
         "series": _series(mine, start, now),
+        "charts": [[key, title] for key, (title, _) in CHARTS.items()],
         "phases": list(PHASES),
         "tables": tables,
         "plan": FlowControl.of(settings, pipeline.name).latest_plan(),

@@ -8,6 +8,7 @@ from attrs import evolve, field, frozen
 
 from lakehouse.spec.durations import NAME, SpecError, parse_duration
 from lakehouse.spec.sources import Lookup, deployed
+from lakehouse.spec.sources.base import KAFKA_SERVERS
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -47,16 +48,18 @@ class Pipeline:
     def with_package(self, package: str) -> Pipeline:
         return evolve(self, package=package)
 
-    def configured(self, ingest: str, kafka_servers: str | None = None) -> Pipeline:
+    def configured(self, ingest: str, kafka_servers: str | None = None, **deployment: str) -> Pipeline:
         """This pipeline as one deployment runs it: each bronze table reads its ``ingest`` kind of
         source (its ``kind``: ``files``, ``kafka``, ...) when it declares one, else its default,
-        and Kafka sources without their own brokers use ``kafka_servers``. Declarations stay
-        deployment-free."""
+        configured with the deployment's settings (``kafka_servers``: the brokers of Kafka sources
+        without their own; ``deployment``: other settings by name, for kinds of one's own).
+        Declarations stay deployment-free."""
+        settings = {**deployment, **({KAFKA_SERVERS: kafka_servers} if kafka_servers else {})}
 
         def choose(table: Table) -> Table:
             if not table.sources:
                 return table
-            return evolve(table, source=deployed(table.sources, ingest, kafka_servers))
+            return evolve(table, source=deployed(table.sources, ingest, settings))
 
         return evolve(self, tables=tuple(choose(t) for t in self.tables))
 

@@ -155,6 +155,8 @@ def test_the_pipeline_page_draws_the_graph_charts_and_tables(tmp_path: Path, iot
         and max(series["rows_per_s"]) >= 50
         and 390 <= max(series["write_ms"]) <= 410
     )
+    charts = [key for key, _title in page["charts"]]  # what the page draws, each a series of every flow
+    assert "rows_per_s" in charts and "duplicates" in charts and all(key in series for key in charts)
     tables = {t["name"]: t for t in page["tables"]}
     reasons = tables[SILVER]["quarantine"]["latest_reasons"]
     assert {r["expectation"]: r["rows"] for r in reasons} == {"device_registered": 2, "device_not_null": 1}

@@ -388,3 +388,34 @@ def test_with_downstream_adds_every_reader_in_dependency_order(iot) -> None:
     ]  # fmt: skip
     assert [t.name for t in iot.with_downstream(["gold.device_status"])] == ["gold.device_status"]
     assert iot.with_downstream([]) == ()
+
+
+def test_a_source_is_configured_by_the_deployments_settings_and_the_old_form_still_runs() -> None:
+    """``Source.configured(deployment)``: the settings by name; a kind of one's own written for
+    the previous release (``configured(self, *, kafka_servers)``) runs with a warning naming the
+    new form."""
+    import attrs
+
+    from lakehouse.spec import Source
+
+    @attrs.frozen
+    class Old(Source):
+        kind = "old"
+        reader = "lakehouse.sources.protocol:SourceReader"
+        schema: str = "a INT"
+        brokers: str | None = None
+
+        @property
+        def location(self) -> str:
+            return "somewhere"
+
+        def configured(self, *, kafka_servers: str | None) -> Old:  # type: ignore[override]
+            return attrs.evolve(self, brokers=kafka_servers)
+
+    pipeline = Pipeline(name="old", tables=[Ingest("bronze.old", source=Old())])
+    with pytest.warns(DeprecationWarning, match=r"configured\(self, deployment\)"):
+        configured = pipeline.configured("old", "broker:9092")
+    assert configured.table("bronze.old").source == Old(brokers="broker:9092")
+    kafka = KafkaTopic(schema="a INT", topics=["t"])
+    mine = Pipeline(name="k", tables=[Ingest("bronze.k", source=kafka)]).configured("kafka", "b:1")
+    assert mine.table("bronze.k").source.bootstrap_servers == "b:1"

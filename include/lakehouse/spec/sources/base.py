@@ -7,7 +7,9 @@ named by the declaration's ``reader`` string, so a user's own kind plugs in with
 
 from __future__ import annotations
 
+import inspect
 import re
+import warnings
 from typing import TYPE_CHECKING, ClassVar
 
 from attrs import evolve, frozen
@@ -15,7 +17,7 @@ from attrs import evolve, frozen
 from lakehouse.spec.durations import SpecError
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Mapping, Sequence
 
 # What bronze keeps beside the parsed columns (the bronze contract; ``lakehouse.sources`` fills it).
 PARSE_ERROR = "_parse_error"  # why a line could not be read (the row stays in bronze)
@@ -114,8 +116,10 @@ class Source:
         folder = self.landing_folder(table)
         return f"landing/{pipeline}/{folder}" if folder is not None else self.kind
 
-    def configured(self, *, kafka_servers: str | None) -> Source:
-        """This source as a deployment runs it (a Kafka source without brokers takes these)."""
+    def configured(self, deployment: Mapping[str, str]) -> Source:
+        """This source as a deployment runs it: ``deployment`` holds the deployment's settings by
+        name (e.g. ``kafka_bootstrap_servers``, which a Kafka source without its own brokers
+        takes); a kind reads those it needs."""
         return self
 
     def unlimited(self) -> Source:
@@ -169,9 +173,29 @@ def sources(value: Source | Sequence[Source] | None) -> tuple[Source, ...]:
     return found
 
 
-def deployed(alternatives: tuple[Source, ...], ingest: str, kafka_servers: str | None) -> tuple[Source, ...]:
+def deployed(
+    alternatives: tuple[Source, ...], ingest: str, deployment: Mapping[str, str]
+) -> tuple[Source, ...]:
     """A table's sources as one deployment runs them: the one of kind ``ingest`` first (else the
-    declared default), configured for the deployment (see :meth:`Source.configured`)."""
+    declared default), configured for the ``deployment`` (see :meth:`Source.configured`)."""
     chosen = next((s for s in alternatives if s.kind == ingest), alternatives[0])
     others = tuple(s for s in alternatives if s is not chosen)
-    return (chosen.configured(kafka_servers=kafka_servers), *others)
+    return (_configure(chosen, deployment), *others)
+
+
+def _configure(source: Source, deployment: Mapping[str, str]) -> Source:
+    """``source.configured(deployment)``; a kind of one's own written for the previous release,
+    ``configured(self, *, kafka_servers)``, still runs, with a warning naming the new form."""
+    if "kafka_servers" in inspect.signature(source.configured).parameters:
+        warnings.warn(
+            f"{type(source).__name__}.configured(self, *, kafka_servers) is deprecated: define "
+            "configured(self, deployment), deployment['kafka_bootstrap_servers'] holding the brokers "
+            "(removed in the release after next)",
+            DeprecationWarning,
+            stacklevel=3,
+        )
+        return source.configured(kafka_servers=deployment.get(KAFKA_SERVERS))  # type: ignore[call-arg]
+    return source.configured(deployment)
+
+
+KAFKA_SERVERS = "kafka_bootstrap_servers"  # the deployment setting naming Kafka's brokers

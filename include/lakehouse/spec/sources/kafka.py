@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, ClassVar
 from attrs import evolve, field, frozen
 
 from lakehouse.spec.durations import SpecError
-from lakehouse.spec.sources.base import Source, names
+from lakehouse.spec.sources.base import KAFKA_SERVERS, Source, names
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -63,9 +63,9 @@ class KafkaTopic(Source):
     def label(self, pipeline: str, table: str) -> str:
         return ", ".join(self.topics)
 
-    def configured(self, *, kafka_servers: str | None) -> KafkaTopic:
-        if self.bootstrap_servers is None and kafka_servers:
-            return evolve(self, bootstrap_servers=kafka_servers)
+    def configured(self, deployment: Mapping[str, str]) -> KafkaTopic:
+        if self.bootstrap_servers is None and (servers := deployment.get(KAFKA_SERVERS)):
+            return evolve(self, bootstrap_servers=servers)
         return self
 
     def unlimited(self) -> KafkaTopic:
