@@ -169,7 +169,10 @@ def pytest_configure(config: pytest.Config) -> None:
 # worker's one Spark session, for every iteration. A test that starts another process (Airflow, a
 # driver, a SQL server, Kafka, the object store, the stack, a `lakehouse` CLI) is slow: through
 # these fixtures it is marked so at collection, and any other process a test not marked slow
-# starts fails it (the guard below), so the rule stays true as tests are added.
+# starts fails it (the guard below), so the rule stays true as tests are added. So is, marked by
+# hand, a Spark scenario of many runs (stream = batch over waves, restarts, module fixtures that
+# run whole pipelines): over about 10 CPU-s alone. The tier: 439 tests, about 380 CPU-s
+# (2026-12-06, 12:55 wall with two workers on 2 cores shared with three other test runs).
 PROCESS_FIXTURES = frozenset(
     {
         "stack",  # Postgres, Kafka, Spark master + worker
