@@ -27,7 +27,7 @@ TEST_WORKERS ?= 3
 STARTED := $(shell date +%s)
 
 .DEFAULT_GOAL := help
-.PHONY: help bootstrap jars browser lint test demo up down stack-up stack-down clean lock stress bench
+.PHONY: help bootstrap jars browser lint test test-fast demo up down stack-up stack-down clean lock stress bench
 
 help: ## List the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -89,6 +89,16 @@ test: ## Run the whole test suite (what CI runs); prints its wall time
 	now=$$(date +%s); \
 	echo "make test: $$(( (now - $(STARTED)) / 60 )) min $$(( (now - $(STARTED)) % 60 )) s wall" \
 	     "(pytest $$(( (now - began) / 60 )) min $$(( (now - began) % 60 )) s, bootstrap and lint the rest)"; \
+	exit $$status
+
+# The fast tier, for every iteration: the tests that start no process but their worker's Spark
+# session (not marked slow; tests/conftest.py keeps that rule true). Two workers, one per core.
+FAST_WORKERS ?= 2
+test-fast: bootstrap ## The tests that need no platform, cluster or server (pure and Spark-session tests), in minutes; prints its wall time
+	@began=$$(date +%s); status=0; \
+	$(BIN)/pytest -n $(FAST_WORKERS) --dist loadgroup --no-loadscope-reorder -m "not slow" $(PYTEST_ARGS) || status=$$?; \
+	now=$$(date +%s); \
+	echo "make test-fast: $$(( (now - began) / 60 )) min $$(( (now - began) % 60 )) s wall (pytest)"; \
 	exit $$status
 
 demo: bootstrap ## A finite end-to-end run: generate, run every flow once, show the tables

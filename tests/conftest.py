@@ -10,7 +10,9 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+import traceback
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -149,6 +151,8 @@ def on_leaving() -> Callable[[str, Callable[[], None]], Callable[[], None]]:
 
 @pytest.hookimpl(trylast=True)
 def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> None:
+    global _watched
+    _watched = None
     unit = unit_of_work(item)
     if nextitem is not None and unit_of_work(nextitem) != unit:
         for stop in _ON_LEAVING.pop(unit, []):
@@ -160,7 +164,80 @@ def pytest_configure(config: pytest.Config) -> None:
         os.environ[UNITS] = str(Path(tempfile.mkdtemp(prefix="lakehouse-test-units-")) / "units.json")
 
 
+# --------------------------------------------------------------------------- test tiers
+# `make test-fast` runs the tests not marked slow (`-m "not slow"`): pure tests and tests on the
+# worker's one Spark session, for every iteration. A test that starts another process (Airflow, a
+# driver, a SQL server, Kafka, the object store, the stack, a `lakehouse` CLI) is slow: through
+# these fixtures it is marked so at collection, and any other process a test not marked slow
+# starts fails it (the guard below), so the rule stays true as tests are added. So is, marked by
+# hand, a Spark scenario of many runs (stream = batch over waves, restarts, module fixtures that
+# run whole pipelines): over about 10 CPU-s alone. The tier: 439 tests, about 380 CPU-s
+# (2026-12-06, 12:55 wall with two workers on 2 cores shared with three other test runs).
+PROCESS_FIXTURES = frozenset(
+    {
+        "stack",  # Postgres, Kafka, Spark master + worker
+        "object_store",  # S3Proxy
+        "migrated_db",  # `airflow db migrate`; the DAG runs of airflow_home's tests
+        "sql_server",  # `lakehouse serve`
+        "secured_server",
+        "cli_env",  # `lakehouse` CLI subprocesses
+    }
+)
+
+
+def process_fixtures(item: pytest.Item) -> set[str]:
+    """The fixtures (direct or not) of ``item`` that start processes."""
+    return PROCESS_FIXTURES.intersection(getattr(item, "fixturenames", ()))
+
+
+STARTS = ("subprocess.Popen", "os.fork", "os.forkpty", "os.posix_spawn", "os.spawn", "os.system")
+_watched: pytest.Item | None = None  # the test not marked slow that is being set up or run
+_started: list[str] = []  # what it started
+
+
+def _audit(event: str, args: tuple) -> None:
+    """Note a process started by ``_watched`` (see pytest_runtest_setup), but for the JVM of
+    the worker's Spark session, which the fast tier shares."""
+    if _watched is None or not event.startswith(STARTS):
+        return
+    if threading.current_thread() is not threading.main_thread():  # a thread a slow test left
+        return
+    gateway = os.path.join("pyspark", "java_gateway.py")
+    if any(frame.f_code.co_filename.endswith(gateway) for frame, _ in traceback.walk_stack(None)):
+        return
+    _started.append(f"{event}: {' '.join(map(str, args[1])) if event == 'subprocess.Popen' else args}"[:300])
+
+
+sys.addaudithook(_audit)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    global _watched
+    _watched = None if item.get_closest_marker("slow") else item
+    _started.clear()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
+    outcome = yield
+    report = outcome.get_result()
+    if call.when != "call" or item is not _watched or not _started or report.failed:
+        return
+    report.outcome = "failed"
+    report.longrepr = (
+        f"{item.nodeid} is not marked slow but started {len(_started)} process(es):\n  "
+        + "\n  ".join(_started[:5])
+        + "\nMark it @pytest.mark.slow (or use a fixture of PROCESS_FIXTURES in tests/conftest.py): "
+        "`make test-fast` runs no other process than the Spark session's JVM."
+    )
+
+
+@pytest.hookimpl(tryfirst=True)  # before -m deselects by the marks
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if process_fixtures(item) and not item.get_closest_marker("slow"):
+            item.add_marker(pytest.mark.slow)
     units = {item.nodeid: unit_of_work(item) for item in items}
     rank = {unit: i for i, unit in enumerate(LONGEST_FIRST)}
     items.sort(key=lambda item: rank.get(units[item.nodeid], len(rank)))

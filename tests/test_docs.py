@@ -47,6 +47,7 @@ def test_python_blocks_compile_and_declarations_run(page: str, marker: str | Non
 
 
 @pytest.mark.parametrize(("page", "marker", "code"), blocks("bash"))
+@pytest.mark.slow  # starts a process (tests/conftest.py: test tiers)
 def test_shell_blocks_parse(page: str, marker: str | None, code: str) -> None:
     result = subprocess.run(["bash", "-n"], input=code, capture_output=True, text=True)
     assert result.returncode == 0, f"{page}: {result.stderr}"

@@ -88,6 +88,7 @@ def test_make_demo_runs_end_to_end(cli_env: dict[str, str]) -> None:
     assert "gold.device_type_stats: " in result.stdout and "latest 8" in result.stdout
 
 
+@pytest.mark.slow  # starts a process (tests/conftest.py: test tiers)
 def test_a_lake_in_the_working_directory_does_not_shadow_the_package(tmp_path: Path) -> None:
     """The default lake is ./lakehouse: once it has control/, models/, ... it must not become the
     ``lakehouse`` package for any Python started there (make down, Airflow tasks, Spark workers)."""

@@ -60,6 +60,7 @@ def test_a_table_keeps_statistics_on_its_declared_columns_only(spark, tmp_path: 
         ensure_table(spark, str(tmp_path / "w"), rows.schema, name="bronze.w", stats_columns=["v", "ts"])
 
 
+@pytest.mark.slow  # a long Spark scenario (tests/conftest.py: test tiers)
 def test_a_replayed_append_is_skipped_whether_its_batch_was_first_of_its_run_or_not(
     spark, tmp_path: Path
 ) -> None:

@@ -84,6 +84,7 @@ def test_run_refuses_a_flow_another_driver_runs_before_starting_spark(control: F
     assert code == 0 and "skipped: gold.device_status is deployed" in output, output
 
 
+@pytest.mark.slow  # starts a process (tests/conftest.py: test tiers)
 def test_deploy_reports_a_driver_that_cannot_start(
     control: FlowControl, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -7,9 +7,12 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 from lakehouse.core.processes import Proc, terminate
 
 
+@pytest.mark.slow  # starts a process (tests/conftest.py: test tiers)
 def test_a_process_is_alive_until_it_exits_and_a_reused_pid_is_not_it() -> None:
     child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     proc = Proc.of(child.pid)
@@ -24,6 +27,7 @@ def test_a_process_is_alive_until_it_exits_and_a_reused_pid_is_not_it() -> None:
     assert not proc.alive() and Proc.of(child.pid) is None
 
 
+@pytest.mark.slow  # starts a process (tests/conftest.py: test tiers)
 def test_terminate_asks_first_and_kills_only_what_ignores_it() -> None:
     polite = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     stubborn = subprocess.Popen(

@@ -27,6 +27,8 @@ from lakehouse.slices import Slice
 from lakehouse.spec import Pipeline
 from pipelines.iot.generator import generate
 
+# slow: long Spark scenarios on module/session fixtures (tests/conftest.py: test tiers)
+pytestmark = pytest.mark.slow
 START = datetime(2026, 3, 1, 8, tzinfo=UTC)
 SCORES = "gold.device_anomaly_scores"
 UPSTREAM = ["bronze.device_events", "silver.device_events"]

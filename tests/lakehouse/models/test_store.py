@@ -9,6 +9,8 @@ import textwrap
 import time
 from pathlib import Path
 
+import pytest
+
 from lakehouse.core.lake import Lake
 from lakehouse.models.store import ModelStore
 
@@ -29,6 +31,7 @@ REGISTRATIONS = textwrap.dedent(
 )
 
 
+@pytest.mark.slow  # starts a process (tests/conftest.py: test tiers)
 def test_concurrent_registrations_get_distinct_consecutive_versions(tmp_path: Path) -> None:
     writers, each = 4, 5
     go = tmp_path / "go"

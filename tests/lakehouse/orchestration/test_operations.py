@@ -171,6 +171,7 @@ def test_deploy_waits_for_the_incremental_run_holding_flows_then_starts_all_in_o
     assert len({control.deployment(flow).group for flow in iot.table_names}) == 1, "one restart group"
 
 
+@pytest.mark.slow  # starts a process (tests/conftest.py: test tiers)
 def test_the_monitor_stops_a_driver_that_stays_stale_and_restarts_its_flow(
     tmp_path: Path, iot: Pipeline
 ) -> None:

@@ -6,6 +6,8 @@ import os
 import time
 from pathlib import Path
 
+import pytest
+
 from lakehouse.core.config import Settings
 from lakehouse.orchestration.submit import driver_spec, launch_detached, lower_priority
 
@@ -17,6 +19,7 @@ def _niceness(pid: int) -> int:
     return int(stat.rsplit(")", 1)[1].split()[16])
 
 
+@pytest.mark.slow  # starts a process (tests/conftest.py: test tiers)
 def test_a_detached_driver_runs_at_the_configured_priority(tmp_path: Path) -> None:
     assert _niceness(os.getpid()) == 0  # the suite runs at normal priority
     process, _ = launch_detached(["sleep", "30"], dict(os.environ), tmp_path, "sleeper", nice=7)
@@ -39,6 +42,7 @@ def test_a_detached_driver_runs_at_the_configured_priority(tmp_path: Path) -> No
         process.wait()
 
 
+@pytest.mark.slow  # starts a process (tests/conftest.py: test tiers)
 def test_a_scheduled_run_lowers_the_task_s_priority_before_spark_submit() -> None:
     spec = driver_spec(Settings(driver_nice=12), "lakehouse-x-incremental", ["run", "x"])
     callback = spec.operator_kwargs()["on_execute_callback"]

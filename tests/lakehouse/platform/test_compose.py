@@ -110,6 +110,7 @@ def test_no_default_secrets_and_admin_ports_on_localhost() -> None:
     assert ":-" not in "".join(m for m in re.findall(r"\$\{\w*(?:PASSWORD|SECRET|KEY)\w*[^}]*\}", text))
 
 
+@pytest.mark.slow  # starts a process (tests/conftest.py: test tiers)
 def test_compose_env_generates_every_required_secret(tmp_path: Path) -> None:
     env_file = tmp_path / ".env"
     subprocess.run(["bash", str(REPO / "scripts" / "compose_env.sh"), str(env_file)], check=True)
@@ -147,6 +148,7 @@ def interpolate(text: str, env: dict[str, str]) -> str:
     return text.replace("\0", "$")
 
 
+@pytest.mark.slow  # starts a process (tests/conftest.py: test tiers)
 def test_the_compose_specification_schema_accepts_it_with_the_generated_env(tmp_path: Path) -> None:
     """What ``docker compose config`` checks first, without Docker: the file, with the variables
     of a freshly generated .env, against the Compose Specification's JSON schema (fetched at

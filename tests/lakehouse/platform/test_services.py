@@ -43,6 +43,7 @@ def marked(marker: str) -> list[int]:
     return found
 
 
+@pytest.mark.slow  # starts a process (tests/conftest.py: test tiers)
 def test_stop_leaves_no_process_of_the_service_even_detached_ones_started_during_the_stop(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -63,6 +64,7 @@ def test_stop_leaves_no_process_of_the_service_even_detached_ones_started_during
     assert not platform.state_file("family").exists()
 
 
+@pytest.mark.slow  # starts a process (tests/conftest.py: test tiers)
 def test_airflow_on_the_embedded_platform_waits_60_s_for_sqlites_lock(tmp_path: Path) -> None:
     """Airflow's processes and CLI, in the platform's environment, open SQLite with a 60 s busy
     timeout (Python's 5 s default failed `airflow backfill create` under load); read back from

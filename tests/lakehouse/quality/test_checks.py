@@ -22,7 +22,8 @@ from lakehouse.run.stream import StreamRunner
 from lakehouse.spec import Pipeline
 from pipelines.iot.generator import generate
 
-pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
+# slow: long Spark scenarios on module/session fixtures (tests/conftest.py: test tiers)
+pytestmark = [pytest.mark.filterwarnings("ignore::DeprecationWarning"), pytest.mark.slow]
 
 
 def test_clean_tables_pass_and_data_docs_contain_every_suite(

@@ -40,6 +40,7 @@ def run(spark, lake: Lake, pipeline: Pipeline, flows: list[str]) -> None:
         runner.run_incremental(pipeline.select(flows))
 
 
+@pytest.mark.slow  # a long Spark scenario (tests/conftest.py: test tiers)
 def test_fail_stops_the_stream_and_a_restart_with_the_expectation_changed_loses_nothing(
     spark, read, lake: Lake, iot: Pipeline, iot_landing: Landing
 ) -> None:
@@ -137,6 +138,7 @@ def test_a_replayed_micro_batch_quarantines_its_rows_once(spark, lake: Lake, iot
     assert quarantine.toDF().count() == 4
 
 
+@pytest.mark.slow  # a long Spark scenario (tests/conftest.py: test tiers)
 def test_a_backfill_after_the_stream_replaces_its_slice_of_the_same_quarantine(
     spark, read, lake: Lake, iot: Pipeline, iot_landing: Landing
 ) -> None:

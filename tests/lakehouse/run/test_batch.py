@@ -47,6 +47,7 @@ def snapshot(spark, df):
     return spark.createDataFrame(df.collect(), df.schema)
 
 
+@pytest.mark.slow  # a long Spark scenario (tests/conftest.py: test tiers)
 def test_backfill_replaces_exactly_its_slice_and_twice_is_once(
     spark, read, streamed: Lake, iot: Pipeline
 ) -> None:
@@ -77,6 +78,7 @@ def test_backfill_replaces_exactly_its_slice_and_twice_is_once(
     assert spark.conf.get("spark.databricks.delta.commitInfo.userMetadata", None) is None
 
 
+@pytest.mark.slow  # a long Spark scenario (tests/conftest.py: test tiers)
 def test_downstream_backfill_recomputes_overlapping_windows(
     spark, read, streamed: Lake, iot: Pipeline
 ) -> None:

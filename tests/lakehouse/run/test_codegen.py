@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import time
 
+import pytest
+
 from lakehouse.flows import StreamPlan
 from lakehouse.run.codegen import INTERPRETED, SMALL_BATCH_ROWS, CodegenBySize
 from lakehouse.run.stream import FlowSink
@@ -71,6 +73,7 @@ def test_the_switch_holds_for_the_querys_next_batches_and_not_for_the_driver(spa
     assert settings(driver) == ("true", "FALLBACK")
 
 
+@pytest.mark.slow  # a long Spark scenario (tests/conftest.py: test tiers)
 def test_a_flow_whose_write_rereads_its_table_keeps_generated_code_after_small_batches(spark, lake) -> None:
     """An upsert's MERGE joins the whole table and a recomputed table rereads its upstreams: a
     few input rows say nothing of what such a batch costs, so only appends and windowed

@@ -127,6 +127,7 @@ def data_commits_of_backfills(spark, path: str) -> list[int]:
     )
 
 
+@pytest.mark.slow  # a long Spark scenario (tests/conftest.py: test tiers)
 def test_a_first_backfill_computes_never_streamed_flows_once_and_gives_the_batch_tables(
     spark, read, lake: Lake, iot: Pipeline, iot_landing: Landing, tmp_path: Path
 ) -> None:
@@ -180,6 +181,7 @@ def test_a_first_backfill_computes_never_streamed_flows_once_and_gives_the_batch
     assert len(data_commits_of_backfills(spark, lake.table(bronze.name))) == 1
 
 
+@pytest.mark.slow  # a long Spark scenario (tests/conftest.py: test tiers)
 def test_streams_positioned_by_a_first_backfill_go_on_as_if_they_had_read_all_of_it(
     spark, read, lake: Lake, iot: Pipeline, iot_landing: Landing, tmp_path: Path
 ) -> None:

@@ -65,6 +65,7 @@ def test_small_files_stay_bounded_over_repeated_runs(
     assert silver.files_before > silver.files_after
 
 
+@pytest.mark.slow  # a long Spark scenario (tests/conftest.py: test tiers)
 def test_vacuum_keeps_what_a_lagging_stream_still_reads(
     spark, read, lake: Lake, iot: Pipeline, iot_landing, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -33,6 +33,7 @@ def ids(spark, path: str) -> list[str]:
     return sorted(r.event_id for r in spark.read.format("delta").load(path).select("event_id").collect())
 
 
+@pytest.mark.slow  # a long Spark scenario (tests/conftest.py: test tiers)
 def test_a_loosened_expectation_lets_its_rows_land_once_even_across_a_crash(
     spark, lake: Lake, iot: Pipeline, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -8,6 +8,7 @@ import json
 import shutil
 from pathlib import Path
 
+import pytest
 from attrs import evolve
 
 from lakehouse.core.config import Settings
@@ -27,6 +28,7 @@ def line(n: int, **extra: object) -> dict[str, object]:
             "event_time": f"2026-04-01T01:{n:02d}:00Z", **extra}  # fmt: skip
 
 
+@pytest.mark.slow  # a long Spark scenario (tests/conftest.py: test tiers)
 def test_a_field_kept_in_rescued_data_is_planned_then_filled_once_declared(
     spark, read, lake: Lake, iot: Pipeline, iot_landing: Landing
 ) -> None:

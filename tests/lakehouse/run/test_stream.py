@@ -51,6 +51,7 @@ def assert_same_tables(spark, read, a: Lake, b: Lake, pipeline: Pipeline) -> Non
         assertDataFrameEqual(left, right, checkRowOrder=False, rtol=1e-9)
 
 
+@pytest.mark.slow  # a long Spark scenario (tests/conftest.py: test tiers)
 @pytest.mark.parametrize("waves", [3])  # 1 wave is the backfill itself; 3 cross two batch boundaries
 def test_stream_in_waves_equals_one_backfill(
     spark, read, live, iot: Pipeline, tmp_path: Path, waves: int
@@ -92,6 +93,7 @@ def test_stream_in_waves_equals_one_backfill(
     assert totals["silver.device_events"]["duplicates"] == summary.duplicates
 
 
+@pytest.mark.slow  # a long Spark scenario (tests/conftest.py: test tiers)
 def test_accounting_malformed_stay_in_bronze_and_counts_add_up(
     spark, read, lake: Lake, iot: Pipeline, iot_landing
 ) -> None:
@@ -139,6 +141,7 @@ def drop_last_commit(lake: Lake, table: str) -> int:
     return last
 
 
+@pytest.mark.slow  # a long Spark scenario (tests/conftest.py: test tiers)
 def test_restart_replays_the_uncommitted_batch_without_duplicates(
     spark, read, lake: Lake, iot: Pipeline, iot_landing
 ) -> None:
@@ -193,6 +196,7 @@ def write_events(landing: Landing, name: str, events: list[tuple[str, str, float
     )
 
 
+@pytest.mark.slow  # a long Spark scenario (tests/conftest.py: test tiers)
 def test_late_data_within_the_watermark_updates_windows_beyond_it_is_dropped_and_counted(
     spark, read, live, lake: Lake, iot: Pipeline, iot_landing: Landing
 ) -> None:

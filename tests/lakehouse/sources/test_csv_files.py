@@ -76,6 +76,7 @@ def expected_good() -> list[tuple]:
     return sorted(rows, key=str)
 
 
+@pytest.mark.slow  # a long Spark scenario (tests/conftest.py: test tiers)
 def test_stream_and_backfill_read_the_same_rows_and_keep_every_line(
     spark, stream_and_batch, backfill_beside_streams, rows_of
 ) -> None:

@@ -59,6 +59,7 @@ CHANGES = [  # (id, amount, _change_type, _commit_version), by hand from write_c
 ]
 
 
+@pytest.mark.slow  # a long Spark scenario (tests/conftest.py: test tiers)
 def test_a_change_data_feed_streams_and_backfills_every_change(
     spark, tmp_path: Path, stream_and_batch, backfill_beside_streams, rows_of
 ) -> None:
@@ -94,6 +95,7 @@ def appends_pipeline() -> Pipeline:
 WAVES = [[("p1", 1.0), ("p2", 2.0)], [("p3", 3.0)], [("p4", None), (None, 5.0)]]
 
 
+@pytest.mark.slow  # a long Spark scenario (tests/conftest.py: test tiers)
 def test_a_table_without_a_feed_streams_and_backfills_its_appended_rows(
     spark, stream_and_batch, backfill_beside_streams, rows_of
 ) -> None:

@@ -21,6 +21,7 @@ print("heavy:", heavy)
 """
 
 
+@pytest.mark.slow  # starts a process (tests/conftest.py: test tiers)
 def test_pipeline_declarations_import_neither_gx_nor_spark() -> None:
     result = subprocess.run(
         [sys.executable, "-c", REPO_IMPORT_CHECK], capture_output=True, text=True, timeout=60

@@ -112,6 +112,7 @@ def test_an_expired_lease_of_another_host_is_taken_over_after_a_clock_skew_margi
     assert mine.expired(now + timedelta(seconds=31), control.skew)
 
 
+@pytest.mark.slow  # starts a process (tests/conftest.py: test tiers)
 def test_sigkill_of_the_jvm_kills_its_driver_and_frees_the_flow(control: FlowControl, driver, poll) -> None:
     parent, held = driver()
     lease = control.running(FLOW)
@@ -125,6 +126,7 @@ def test_sigkill_of_the_jvm_kills_its_driver_and_frees_the_flow(control: FlowCon
     assert control.acquire(FLOW, "successor", ttl=30, trigger="continuous").owner == "successor"
 
 
+@pytest.mark.slow  # starts a process (tests/conftest.py: test tiers)
 def test_the_flow_stays_held_while_the_jvm_of_a_killed_driver_lives(control: FlowControl, driver) -> None:
     parent, held = driver()
     os.kill(held["pid"], signal.SIGKILL)
@@ -136,6 +138,7 @@ def test_the_flow_stays_held_while_the_jvm_of_a_killed_driver_lives(control: Flo
     assert control.running(FLOW) is None
 
 
+@pytest.mark.slow  # starts a process (tests/conftest.py: test tiers)
 def test_sigkill_of_the_process_group_frees_the_flow(control: FlowControl, driver, poll) -> None:
     parent, _ = driver()
     os.killpg(parent.pid, signal.SIGKILL)
@@ -143,6 +146,7 @@ def test_sigkill_of_the_process_group_frees_the_flow(control: FlowControl, drive
     poll(lambda: control.running(FLOW) is None, 20, "the lease to be free", interval=0.1)
 
 
+@pytest.mark.slow  # starts a process (tests/conftest.py: test tiers)
 def test_a_zombie_holder_counts_as_gone(poll) -> None:
     child = subprocess.Popen([sys.executable, "-c", "pass"])
     proc = Proc.of(child.pid)
@@ -191,6 +195,7 @@ def test_deployments_reset_the_restart_budget(control: FlowControl) -> None:
     assert control.deployment(FLOW) is None
 
 
+@pytest.mark.slow  # starts a process (tests/conftest.py: test tiers)
 def test_backfills_of_a_pipeline_run_one_after_another(control: FlowControl) -> None:
     holder = subprocess.Popen(
         [sys.executable, "-c", HOLD_BACKFILL_LOCK, str(control.dir.parent)], stdout=subprocess.PIPE, text=True
@@ -220,6 +225,7 @@ with FlowControl(sys.argv[1], "iot").backfill_lock():
 """
 
 
+@pytest.mark.slow  # starts a process (tests/conftest.py: test tiers)
 def test_a_pause_request_lives_while_its_backfill_renews_it(control: FlowControl, tmp_path: Path) -> None:
     assert control.pause_requested(FLOW) is None
     control.request_pause(FLOW, "backfill-1", ttl=2)

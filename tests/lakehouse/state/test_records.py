@@ -41,7 +41,7 @@ for _ in range(int(sys.argv[2])):
 """
 
 
-@pytest.fixture(params=["local", "store"])
+@pytest.fixture(params=["local", pytest.param("store", marks=pytest.mark.slow)])  # the store: S3Proxy
 def where(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     if request.param == "local":
         return str(tmp_path / "control" / "iot")
@@ -73,6 +73,7 @@ def test_conditional_writes_refuse_a_lost_race(where: str) -> None:
     assert not records.exists("lease")
 
 
+@pytest.mark.slow  # starts a process (tests/conftest.py: test tiers)
 def test_concurrent_processes_lose_no_update(where: str) -> None:
     children = [
         subprocess.Popen([sys.executable, "-c", INCREMENT, where, str(INCREMENTS)]) for _ in range(PROCESSES)
@@ -81,6 +82,7 @@ def test_concurrent_processes_lose_no_update(where: str) -> None:
     assert records_at(where).read("counter") == str(PROCESSES * INCREMENTS)
 
 
+@pytest.mark.slow  # starts a process (tests/conftest.py: test tiers)
 def test_a_lock_excludes_other_processes(where: str) -> None:
     children = [
         subprocess.Popen([sys.executable, "-c", LOCKED, where, str(INCREMENTS)]) for _ in range(PROCESSES)

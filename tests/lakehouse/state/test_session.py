@@ -100,6 +100,7 @@ def test_drivers_map_the_class_archive_once_built_and_start_without_it_before(tm
     assert any(o.startswith("-Dderby.system.home=") for o in options)
 
 
+@pytest.mark.slow  # starts a process (tests/conftest.py: test tiers)
 def test_the_archive_make_jars_built_maps_into_this_sessions_jvm(spark, spark_settings: Settings) -> None:
     """The archive is only worth its minute of bootstrap if a driver's JVM can map it: same JDK,
     same class path (``-Xshare:on`` makes a JVM fail where ``auto`` silently goes without)."""

@@ -149,6 +149,7 @@ def test_a_feed_without_an_envelope_is_refused_clearly(spark: SparkSession) -> N
         normalize(spark.createDataFrame([(1, "x")], "id BIGINT, name STRING"), HISTORY)
 
 
+@pytest.mark.slow  # a long Spark scenario (tests/conftest.py: test tiers)
 def test_applied_in_batches_exactly_once_equals_the_whole_feed(spark: SparkSession, tmp_path) -> None:
     """Every case's events in one feed, in three micro-batches (one replayed), through the change
     log and the MERGEs: the same tables as the pure functions over the whole feed."""
@@ -235,6 +236,7 @@ def expected_tables(committed: list[tuple]) -> tuple[list[tuple], list[tuple]]:
     return sorted(tuple(v) for v in history), sorted(state.values())
 
 
+@pytest.mark.slow  # a long Spark scenario (tests/conftest.py: test tiers)
 def test_a_random_feed_in_batches_equals_its_history_by_hand(
     spark: SparkSession, tmp_path, monkeypatch
 ) -> None:
@@ -288,6 +290,7 @@ def test_a_random_feed_in_batches_equals_its_history_by_hand(
     assert {3, 5} & set(late), "a late change after the switch, recomputed from the log"
 
 
+@pytest.mark.slow  # a long Spark scenario (tests/conftest.py: test tiers)
 def test_in_order_changes_leave_closed_versions_alone(spark: SparkSession, tmp_path, monkeypatch) -> None:
     """A history table is partitioned by ``is_current``: once each key's latest change is kept, a
     micro-batch continuing keys in order reads and rewrites only the current versions' files (its

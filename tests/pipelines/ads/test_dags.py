@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 # In a child process, as Airflow's DAG processor would: importing Airflow reconfigures logging.
 LIST_DAGS = """
 import json
@@ -18,6 +20,7 @@ print(json.dumps({dag_id: sorted(dag.params["flows"] or []) if "flows" in dag.pa
 """
 
 
+@pytest.mark.slow  # starts a process (tests/conftest.py: test tiers)
 def test_the_factory_builds_the_same_dags_for_ads_as_for_iot(tmp_path: Path) -> None:
     env = {**os.environ, "LAKEHOUSE_ROOT": str(tmp_path / "lake")}
     result = subprocess.run(

@@ -25,6 +25,8 @@ from lakehouse.sources import PARSE_ERROR
 from lakehouse.spec import Pipeline
 from pipelines.crm.generator import CUSTOMERS, ORDERS, Summary, generate
 
+# slow: long Spark scenarios on module/session fixtures (tests/conftest.py: test tiers)
+pytestmark = pytest.mark.slow
 START = datetime(2026, 3, 1, 8, tzinfo=UTC)
 WAVES = 2
 LANDED = ("_source_file", "_arrival_time", "_ingested_at")  # where and when a line landed

@@ -8,6 +8,7 @@ import shutil
 from datetime import UTC, datetime
 from pathlib import Path
 
+import pytest
 from pyspark.sql import functions as F
 from pyspark.testing import assertDataFrameEqual
 
@@ -37,6 +38,7 @@ def ids(df) -> set[str]:
     return {r.event_id for r in df.select("event_id").collect()}
 
 
+@pytest.mark.slow  # a long Spark scenario (tests/conftest.py: test tiers)
 def test_stream_and_backfill_quarantine_the_same_rows_and_every_line_is_accounted_for(
     spark, read, iot: Pipeline, tmp_path: Path
 ) -> None:

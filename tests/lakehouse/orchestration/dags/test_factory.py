@@ -71,6 +71,7 @@ def dags(tmp_path_factory: pytest.TempPathFactory) -> dict:
 
 
 @pytest.mark.parametrize("dag_file", DAG_FILES, ids=lambda p: p.name)
+@pytest.mark.slow  # starts a process (tests/conftest.py: test tiers)
 def test_dag_file_parses_purely(dag_file: Path, tmp_path: Path) -> None:
     env = {
         "PATH": str(Path(sys.executable).parent),

@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[4]
 
 PARSE = """
@@ -24,6 +26,7 @@ print("heavy:", sorted(m for m in ("great_expectations", "pyspark", "delta", "po
 """
 
 
+@pytest.mark.slow  # starts a process (tests/conftest.py: test tiers)
 def test_maintenance_dag_parses_without_spark_with_a_task_per_pipeline(tmp_path: Path) -> None:
     env = {
         **os.environ,

@@ -55,6 +55,7 @@ def python(code: str, env: dict[str, str], cwd: Path, *args: str) -> subprocess.
     )
 
 
+@pytest.mark.slow  # starts a process (tests/conftest.py: test tiers)
 def test_iot_quality_parses_without_gx_or_spark_and_runs_after_any_table_update(tmp_path: Path) -> None:
     result = python(PARSE, airflow_env(tmp_path / "airflow", Lake(str(tmp_path / "lake"))), tmp_path)
     assert result.returncode == 0, result.stderr[-3000:]
