@@ -1,7 +1,7 @@
 """Declarations written for release 0.1 load in this one: its README example and its reference
 pipelines, kept as they were (``readme_0_1/``, ``release_0_1/``: from git, the README and
-``jobs/pipelines/*/pipeline.py`` of the commit before 5a92bf9; the example apart, its
-``silver.orders`` being crm's too), declare tables with ``Table(...)``; each loads as the
+``jobs/pipelines/*/pipeline.py`` of the commit before 5a92bf9, the example's transforms too; the
+example apart, its ``silver.orders`` being crm's too), declare tables with ``Table(...)``; each loads as the
 kind its constructor of today declares, with a deprecation warning naming that constructor."""
 
 from __future__ import annotations
@@ -68,3 +68,32 @@ def test_the_previous_release_declarations_load_with_a_warning_naming_each_const
         for table, constructor in expected.items():
             [line] = [w for w in warned if f"table {table!r}:" in w]
             assert re.search(rf"_0_1/{name}/pipeline.py:\d+: .*declare it with {constructor}\(", line), line
+
+
+def test_validate_prints_where_each_deprecated_form_is_and_what_to_write(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from typer.testing import CliRunner
+
+    from lakehouse.cli import app
+    from lakehouse.core.config import settings
+
+    monkeypatch.syspath_prepend(str(HERE))
+    monkeypatch.setenv("LAKEHOUSE_PIPELINES_PACKAGE", "readme_0_1")
+    settings.cache_clear()
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)
+            result = CliRunner().invoke(app, ["validate", "orders"])
+    finally:
+        settings.cache_clear()
+        for module in [m for m in sys.modules if m.split(".")[0] == "readme_0_1"]:
+            del sys.modules[module]
+    assert result.exit_code == 0 and "pipeline orders: OK" in result.output, result.output
+    text = " ".join(result.output.split())
+    for table, constructor in README_KINDS.items():
+        assert re.search(
+            rf"deprecated: \S+readme_0_1/orders/pipeline.py:\d+: table '{re.escape(table)}': Table\(\.\.\.\) "
+            rf"is deprecated since lakehouse 0.2: declare it with {constructor}\(",
+            text,
+        ), text
