@@ -11,6 +11,7 @@ from __future__ import annotations
 import importlib
 import inspect
 import pkgutil
+import sys
 import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -107,15 +108,20 @@ class _NoPipeline(Exception):
 
 def _load_one(package: str, directory: str, module_name: str) -> tuple[Pipeline, tuple[str, ...]]:
     """The pipeline a module declares, and the deprecation warnings its import raised (recorded
-    once, at its first import: they would be hidden outside ``__main__`` otherwise)."""
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always", DeprecationWarning)
-        try:
-            module = importlib.import_module(module_name)
-        except ModuleNotFoundError as exc:
-            if exc.name == module_name:
-                raise _NoPipeline from None
-            raise
+    once, at its first import: they would be hidden outside ``__main__`` otherwise). A module
+    already imported is taken as it is: catching warnings swaps process-wide state, which threads
+    discovering at once (the cockpit's requests) must not do after the first import."""
+    module = sys.modules.get(module_name)
+    caught: list[warnings.WarningMessage] = []
+    if module is None:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", DeprecationWarning)
+            try:
+                module = importlib.import_module(module_name)
+            except ModuleNotFoundError as exc:
+                if exc.name == module_name:
+                    raise _NoPipeline from None
+                raise
     for warning in caught:  # given back to the caller's filters (pytest, -W error, ...)
         warnings.warn_explicit(warning.message, warning.category, warning.filename, warning.lineno)
     found = [v for v in vars(module).values() if isinstance(v, Pipeline)]
