@@ -124,6 +124,11 @@ def test_validate_checks_each_pipeline_on_its_own(pipelines: Path) -> None:
         result = runner.invoke(app, ["validate", name])
         assert result.exit_code == 2
         check_failure_text(" ".join(result.output.split()), name, pipelines)
+    status = runner.invoke(app, ["status", "healthy"])  # Spark-free, as run/backfill/plan load it
+    assert status.exit_code == 0 and "healthy: tables under" in " ".join(status.output.split()), status.output
+    broken = runner.invoke(app, ["status", "spec"])
+    assert broken.exit_code == 2
+    check_failure_text(" ".join(broken.output.split()), "spec", pipelines)
     every = runner.invoke(app, ["validate"])
     assert every.exit_code == 2
     text = " ".join(every.output.split())

@@ -192,7 +192,7 @@ def status(
     now = times.now()
     for name in names:
         if name not in found:
-            raise UserError(f"no pipeline named {name!r} (known: {', '.join(sorted(found))})")
+            load_pipeline(name)  # raises why: it cannot be loaded, or there is none of that name
         tables = RichTable(title=f"{name}: tables under {lake.root}", title_justify="left")
         for column in ("table", "version", "rows", "files", "last update", "operation"):
             tables.add_column(column, justify="right" if column in ("version", "rows", "files") else "left")
