@@ -184,11 +184,10 @@ def resolve(pipeline: Pipeline, ref: TransformRef) -> Callable[..., Any]:
     for candidate in candidates:
         try:
             module = importlib.import_module(candidate)
-        except ModuleNotFoundError as exc:
-            if exc.name and (candidate == exc.name or candidate.startswith(exc.name + ".")):
+        except Exception as exc:  # the user's module raised, or misses a module: said where
+            missing = exc.name if isinstance(exc, ModuleNotFoundError) else None
+            if missing and (candidate == missing or candidate.startswith(missing + ".")):
                 continue  # this candidate does not exist; try the next
-            raise SpecError(f"reference {ref!r}: {candidate} cannot be imported: {_describe(exc)}") from exc
-        except Exception as exc:  # the user's module raised: its own error, said where
             raise SpecError(f"reference {ref!r}: {candidate} cannot be imported: {_describe(exc)}") from exc
         found = getattr(module, attr, None)
         if not callable(found):
