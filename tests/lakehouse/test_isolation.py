@@ -142,7 +142,7 @@ def test_validate_checks_each_pipeline_on_its_own(pipelines: Path) -> None:
 
 
 def test_the_overview_shows_a_card_per_broken_pipeline(pipelines: Path) -> None:
-    from lakehouse.cockpit import views
+    from lakehouse.cockpit import metrics, views
 
     found = registry.load(PACKAGE)
     answer = views.overview(settings(), found.pipelines, failures=found.failures.values())
@@ -150,6 +150,10 @@ def test_the_overview_shows_a_card_per_broken_pipeline(pipelines: Path) -> None:
     assert {b["name"]: b["message"] for b in answer["broken"]} == {
         name: failure.message for name, failure in found.failures.items()
     }  # the text of the Airflow import error
+    exposed = metrics.exposition(answer, {}).decode()
+    assert sorted(
+        re.findall(r'^lakehouse_pipeline_not_loaded\{pipeline="(\w+)"\} 1\.0$', exposed, re.M)
+    ) == sorted(BROKEN)
     changelog = (REPO / "CHANGELOG.md").read_text()
     assert answer["version"] == re.search(r"^## \[(\d+\.\d+\.\d+)\]", changelog, re.MULTILINE)[1]
 
