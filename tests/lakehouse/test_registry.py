@@ -39,6 +39,8 @@ def packages(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def test_iot_is_discovered_and_its_transforms_resolve() -> None:
+    loaded = registry.load("pipelines")
+    assert loaded.failures == {}, "a reference pipeline no longer loads: the DAGs would leave it out"
     found = registry.discover("pipelines")
     assert "iot" in found
     iot = found["iot"]
