@@ -33,3 +33,7 @@ declare    ``slices``, ``registry`` (pipeline discovery), ``spec`` (the pipeline
 Beside them: ``platform``, the development platform behind ``make up`` and ``make stack-up``,
 which nothing else imports.
 """
+
+__version__ = "0.3.0"
+"""This release (``lakehouse --version``, the package metadata, the cockpit's footer); what each
+release changed is in CHANGELOG.md, the compatibility policy in docs/releases.md."""

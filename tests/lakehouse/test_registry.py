@@ -39,6 +39,8 @@ def packages(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def test_iot_is_discovered_and_its_transforms_resolve() -> None:
+    loaded = registry.load("pipelines")
+    assert loaded.failures == {}, "a reference pipeline no longer loads: the DAGs would leave it out"
     found = registry.discover("pipelines")
     assert "iot" in found
     iot = found["iot"]
@@ -99,8 +101,11 @@ def test_table_names_are_global_across_pipelines(packages: Path) -> None:
             name=name, bronze="bronze.same", silver=f"silver.{name}"
         )
     write_package(packages, "dupes", files)
-    with pytest.raises(SpecError, match=r"'bronze.same' is declared by pipelines 'one' and 'two'"):
-        registry.discover("dupes")
+    found = registry.load("dupes")
+    assert list(found.pipelines) == ["one"], "the first (in name order) keeps the name"
+    assert "'bronze.same' is declared by pipelines 'one' and 'two'" in found.failures["two"].message
+    with pytest.raises(SpecError, match=r"pipeline 'two' cannot be loaded from .*dupes/two/pipeline.py"):
+        registry.get("dupes", "two")
 
 
 def test_unknown_package_and_pipeline() -> None:

@@ -18,7 +18,7 @@ import typer
 from rich.console import Console
 from rich.logging import RichHandler
 
-from lakehouse import registry
+from lakehouse import __version__, registry
 from lakehouse.core.config import settings
 from lakehouse.core.errors import OperationFailed, UsageError
 from lakehouse.core.times import utc
@@ -72,8 +72,18 @@ def commands(app: typer.Typer, *functions: Callable[..., Any], name: str | None 
         app.command(name)(friendly(function))
 
 
+def print_version(wanted: bool) -> None:
+    """``--version``: this release, then exit (what changed: CHANGELOG.md)."""
+    if wanted:
+        console.print(f"lakehouse {__version__}")
+        raise typer.Exit
+
+
 def configure_logging(
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Debug logging.")] = False,
+    version: Annotated[
+        bool, typer.Option("--version", callback=print_version, is_eager=True, help="Print the version.")
+    ] = False,
 ) -> None:
     """Log lines on stderr, readable; ``-v`` for debug."""
     logging.basicConfig(

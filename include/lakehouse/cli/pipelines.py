@@ -23,6 +23,7 @@ from lakehouse.cli.kit import (
     all_pipelines,
     commands,
     console,
+    err,
     load_pipeline,
 )
 from lakehouse.core import times
@@ -30,6 +31,7 @@ from lakehouse.core.config import settings
 from lakehouse.core.lake import Lake
 from lakehouse.core.times import utc
 from lakehouse.plan.generators import Landing
+from lakehouse.spec import Pipeline
 
 app = typer.Typer()
 
@@ -37,26 +39,49 @@ app = typer.Typer()
 def validate(
     pipeline: Annotated[str | None, typer.Argument(help="Pipeline to check (default: all).")] = None,
 ) -> None:
-    """Check pipeline declarations: graph, tables, transforms, and expectations (against GX)."""
-    found = all_pipelines()
-    names = [pipeline] if pipeline else sorted(found)
+    """Check pipeline declarations: graph, tables, transforms, and expectations (against GX).
+    Every pipeline is checked on its own: one that fails to load is reported, the others are
+    still checked, and the command fails at the end."""
+    found = registry.load(settings().pipelines_package)
+    known = sorted({*found.pipelines, *found.failures})
+    names = [pipeline] if pipeline else known
+    broken = []
     for name in names:
-        if name not in found:
-            raise UserError(f"no pipeline named {name!r} (known: {', '.join(sorted(found))})")
-        registry.check_transforms(found[name])
-        if any(t.expectations or t.checks for t in found[name].tables):
-            from lakehouse.quality.gx import check_pipeline  # deferred: GX takes seconds to import
+        if name in found.failures:
+            err.print(f"[bold red]error:[/] {found.failures[name].message}", highlight=False, soft_wrap=True)
+            broken.append(name)
+            continue
+        if name not in found.pipelines:
+            raise UserError(f"no pipeline named {name!r} (known: {', '.join(known)})")
+        for line in found.deprecations.get(name, ()):
+            err.print(f"[yellow]deprecated:[/] {line}", highlight=False, soft_wrap=True)
+        try:
+            _validate_one(found.pipelines[name])
+        except ValueError as exc:  # SpecError and the like: this pipeline's, reported with its name
+            if pipeline:
+                raise
+            err.print(f"[bold red]error:[/] pipeline {name!r}: {exc}", highlight=False, soft_wrap=True)
+            broken.append(name)
+    if broken:
+        raise typer.Exit(2)
 
-            check_pipeline(found[name])
-        view = RichTable(title=f"pipeline {name}: OK", title_justify="left")
-        for column in ("table", "write", "reads", "event time", "keys"):
-            view.add_column(column)
-        for table in found[name].ordered():
-            reads = ", ".join(table.upstream_names) or f"source: {table.source.kind if table.source else '-'}"
-            view.add_row(
-                table.name, table.write.kind, reads, table.event_time or "-", ", ".join(table.keys) or "-"
-            )
-        console.print(view)
+
+def _validate_one(spec: Pipeline) -> None:
+    """One pipeline's transforms and expectations, then its tables at a glance."""
+    registry.check_transforms(spec)
+    if any(t.expectations or t.checks for t in spec.tables):
+        from lakehouse.quality.gx import check_pipeline  # deferred: GX takes seconds to import
+
+        check_pipeline(spec)
+    view = RichTable(title=f"pipeline {spec.name}: OK", title_justify="left")
+    for column in ("table", "write", "reads", "event time", "keys"):
+        view.add_column(column)
+    for table in spec.ordered():
+        reads = ", ".join(table.upstream_names) or f"source: {table.source.kind if table.source else '-'}"
+        view.add_row(
+            table.name, table.write.kind, reads, table.event_time or "-", ", ".join(table.keys) or "-"
+        )
+    console.print(view)
 
 
 def _generator_kwargs(generator: Callable[..., Any], assignments: list[str]) -> dict[str, Any]:
@@ -167,7 +192,7 @@ def status(
     now = times.now()
     for name in names:
         if name not in found:
-            raise UserError(f"no pipeline named {name!r} (known: {', '.join(sorted(found))})")
+            load_pipeline(name)  # raises why: it cannot be loaded, or there is none of that name
         tables = RichTable(title=f"{name}: tables under {lake.root}", title_justify="left")
         for column in ("table", "version", "rows", "files", "last update", "operation"):
             tables.add_column(column, justify="right" if column in ("version", "rows", "files") else "left")

@@ -3,8 +3,9 @@
 Built from :func:`lakehouse.cockpit.views.overview` (the same figures the pages show), one
 scrape = one read of the ops tables. Per flow (labels ``pipeline``, ``flow``): state as a
 one-hot gauge, heartbeat age, event-time lag, rates, backlog, batch duration, state size, late
-drops and duplicates of the last hour, the model version a scored flow uses; per table (``pipeline``, ``table``): rows, Delta version,
-quarantined rows, failed expectations of the latest table check.
+drops and duplicates of the last hour, the model version a scored flow uses; per table
+(``pipeline``, ``table``): rows, Delta version, quarantined rows, failed expectations of the latest
+table check; per pipeline that cannot be loaded, ``lakehouse_pipeline_not_loaded`` (1).
 """
 
 from __future__ import annotations
@@ -91,7 +92,15 @@ class OverviewCollector:
                     table_gauges["quality_failures"].add_metric(labels, float(len(flow["quality"]["failed"])))
                 if (model := flow.get("model")) and model["version"] is not None:
                     model_version.add_metric([*labels, model["name"]], float(model["version"]))
+        not_loaded = GaugeMetricFamily(
+            "lakehouse_pipeline_not_loaded",
+            "1 for a pipeline whose declaration cannot be loaded (no DAGs until it is fixed).",
+            labels=["pipeline"],
+        )
+        for broken in self.overview.get("broken", []):
+            not_loaded.add_metric([broken["name"]], 1.0)
         yield state
+        yield not_loaded
         yield from gauges.values()
         yield model_version
         yield from table_gauges.values()

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 from deltalake import DeltaTable
 
+from lakehouse import __version__
 from lakehouse.core.lake import Lake
 from lakehouse.models.store import ModelStore
 from lakehouse.monitoring.alerts import AlertLog
@@ -30,8 +31,11 @@ from lakehouse.spec.table import QUARANTINE_REASONS as FAILED
 from lakehouse.state.control import FlowControl
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable
+
     from lakehouse.core.config import Settings
     from lakehouse.monitoring.health import FlowHealth
+    from lakehouse.registry import LoadFailure
     from lakehouse.spec import Pipeline, Table
 
 RECENT = timedelta(hours=1)  # late drops, duplicates: "in the last hour"
@@ -194,14 +198,21 @@ def _summary(settings: Settings, pipeline: Pipeline, reads: Reads, now: datetime
 
 
 def overview(
-    settings: Settings, pipelines: dict[str, Pipeline], now: datetime | None = None
+    settings: Settings,
+    pipelines: dict[str, Pipeline],
+    now: datetime | None = None,
+    failures: Iterable[LoadFailure] = (),
 ) -> dict[str, Any]:
-    """Every pipeline's flows (state, lag, rates, drops), quality verdicts and recent alerts."""
+    """Every pipeline's flows (state, lag, rates, drops), quality verdicts and recent alerts; the
+    pipelines that cannot be loaded (``failures``), each with the error its Airflow import error
+    shows; and the platform's version (the page's footer)."""
     now = now or datetime.now(UTC)
     reads = Reads(settings, since=now - max(operations.HISTORY, RECENT))
     return {
         "generated_at": _iso(now),
+        "version": __version__,
         "pipelines": [_summary(settings, p, reads, now) for p in pipelines.values()],
+        "broken": [{"name": f.name, "file": f.file, "message": f.message} for f in failures],
     }
 
 
@@ -442,6 +453,7 @@ def pipeline_page(
     return {
         **page,
         "generated_at": _iso(now),
+        "version": __version__,
         "range_hours": hours,
         "graph": _graph(pipeline.configured(settings.ingest), states, quarantined, reads.aliases),
         "series": _series(mine, start, now),

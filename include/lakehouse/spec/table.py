@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -359,14 +360,22 @@ class Table:
             raise self.fail(problem)
 
     def _check_kind(self) -> None:
-        """The old form, ``Table(...)``, gets the constructor to use instead; a kind's constructor
+        """The old form, ``Table(...)`` (release 0.1), still loads as the kind its origin and
+        write mode call for, with a deprecation warning naming that constructor (removal: not
+        before the release after one that warned, see docs/releases.md); a kind's constructor
         gets the write modes it takes."""
         if self.kind is None:
-            raise self.fail(
-                f"declare it with {self._fitting_kind()}(...) from lakehouse.spec, not Table(...): "
-                "each kind of table has its own constructor (Ingest, StreamingTable, ApplyChanges, "
-                "MaterializedView), which takes only what that kind can have; see docs/concepts.md"
+            if isinstance(self.write, WriteMode):
+                object.__setattr__(self, "kind", kind_for(self.write, has_source=bool(self.sources)))
+            warnings.warn(
+                f"table {self.name!r}: Table(...) is deprecated since lakehouse 0.2: declare it with "
+                f"{self._fitting_kind()}(...) from lakehouse.spec, which takes only what that kind of "
+                "table can have (Ingest, StreamingTable, ApplyChanges, MaterializedView; "
+                "see CHANGELOG.md and docs/concepts.md)",
+                DeprecationWarning,
+                stacklevel=4,  # the declaration: _check_kind < __attrs_post_init__ < __init__ < it
             )
+            return
         if self.kind not in KINDS:
             raise self.fail(f"kind={self.kind!r} is not a kind of table: one of {', '.join(KINDS)}")
         if not isinstance(self.write, WriteMode):

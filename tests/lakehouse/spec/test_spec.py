@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import timedelta
+from pathlib import Path
 
 import attrs
 import pytest
@@ -347,11 +348,23 @@ def test_change_tables_imply_their_contract_and_are_read_by_recomputed_tables() 
         ),
     ],
 )
-def test_the_old_form_names_the_constructor_to_use(declaration: dict[str, object], constructor: str) -> None:
-    with pytest.raises(
-        SpecError, match=rf"declare it with {constructor}\(\.\.\.\) from lakehouse.spec, not Table"
-    ):
-        Table(**declaration)  # type: ignore[arg-type]
+def test_the_old_form_loads_as_its_kind_and_names_the_constructor_to_use(
+    declaration: dict[str, object], constructor: str
+) -> None:
+    with pytest.warns(
+        DeprecationWarning, match=rf"Table\(\.\.\.\) is deprecated .* declare it with {constructor}\("
+    ) as warned:
+        old = Table(**declaration)  # type: ignore[arg-type]
+    assert [Path(w.filename).name for w in warned] == [Path(__file__).name], (
+        "the warning points at the declaration"
+    )
+    kinds = {
+        "Ingest": "ingest",
+        "StreamingTable": "streaming",
+        "ApplyChanges": "changes",
+        "MaterializedView": "view",
+    }
+    assert old.kind == kinds[constructor]
 
 
 def test_each_kind_takes_only_its_write_modes() -> None:

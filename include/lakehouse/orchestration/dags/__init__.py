@@ -64,10 +64,31 @@ def build(pipeline: Pipeline, conf: Settings) -> list[DAG]:
 
 
 def build_all(conf: Settings | None = None) -> dict[str, DAG]:
-    """Every DAG of every registered pipeline and of the lake, by dag id (for a DAG file's
-    ``globals()``)."""
+    """Every DAG of every registered pipeline that loads and of the lake, by dag id (for a DAG
+    file's ``globals()``); the pipelines that do not load are :func:`raise_load_failures`'s."""
     conf = conf or settings()
     pipelines = list(registry.discover(conf.pipelines_package).values())
     dags = [dag for p in pipelines for dag in build(p, conf)]
     dags += [dag for builder in LAKE_BUILDERS for dag in builder(pipelines, conf)]
     return {dag.dag_id: dag for dag in dags}
+
+
+class PipelinesNotLoaded(Exception):  # its name heads the import error Airflow shows
+    """Pipelines whose declaration cannot be loaded: each with its file, its error and the fix."""
+
+
+def raise_load_failures(conf: Settings | None = None) -> None:
+    """Raise :class:`PipelinesNotLoaded` if a pipeline cannot be loaded, for a DAG file of its own.
+
+    Airflow records an exception raised by a DAG file as that file's import error, and marks
+    every DAG the file declares as having import errors (the scheduler then runs none of them):
+    raised from the file that builds the other pipelines' DAGs, one team's mistake would stop
+    them all. From a file that declares no DAG, it is shown alone, as Airflow shows any broken
+    DAG file.
+    """
+    conf = conf or settings()
+    failures = registry.load(conf.pipelines_package).failures
+    if failures:
+        names = ", ".join(sorted(failures))
+        lines = "\n".join(f"- {failure.message}" for _, failure in sorted(failures.items()))
+        raise PipelinesNotLoaded(f"{len(failures)} pipeline(s) cannot be loaded ({names}):\n{lines}")

@@ -4,6 +4,7 @@ lookup, no lake or jar file access at parse time), and every generated DAG is co
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -80,13 +81,17 @@ def test_dag_file_parses_purely(dag_file: Path, tmp_path: Path) -> None:
         "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
         "LAKEHOUSE_ROOT": str(tmp_path / "lake"),
         "LAKEHOUSE_JARS_DIR": str(tmp_path / "jars"),
+        "PYTHONPATH": os.environ.get("PYTHONPATH", ""),  # the code under test, as in this process
     }
     result = subprocess.run(
         [sys.executable, "-c", PARSE, str(dag_file)], env=env, capture_output=True, text=True, timeout=300
     )
     assert result.returncode == 0, result.stderr[-4000:]
     found = json.loads(result.stdout.strip().splitlines()[-1])
-    assert found["dags"], f"{dag_file.name} declares no DAG"
+    if dag_file.name == "lakehouse_pipeline_errors.py":  # only the import errors of broken pipelines
+        assert found["dags"] == []
+    else:
+        assert found["dags"], f"{dag_file.name} declares no DAG"
     assert found["queries"] == [] and found["lookups"] == [], found
     assert found["files"] == [], "the lake and the jars are only touched when tasks run"
     heavy = [m for m in found["modules"] if m.split(".")[0] in HEAVY]
