@@ -100,6 +100,7 @@ def test_discovery_loads_every_pipeline_but_the_broken_ones(pipelines: Path) -> 
     assert registry.get(PACKAGE, "healthy").table_names == ("bronze.healthy_events", "silver.healthy_events")
 
 
+@pytest.mark.slow  # Airflow's import runs `file` on the interpreter: a process of its own
 def test_the_dag_folder_builds_the_healthy_dags_and_names_each_broken_pipeline(pipelines: Path) -> None:
     from airflow.dag_processing.dagbag import DagBag
 
@@ -161,7 +162,7 @@ def test_the_overview_shows_a_card_per_broken_pipeline(pipelines: Path) -> None:
 def test_a_transform_failing_when_planned_fails_its_flow_only(pipelines: Path, spark, tmp_path: Path) -> None:
     from pyspark.sql import functions as F
 
-    from lakehouse.plan import flow
+    from lakehouse import flows as flow
 
     lake = Lake(str(tmp_path / "lake"))
     found = registry.load(PACKAGE).pipelines
