@@ -16,6 +16,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import ArrayType, CalendarIntervalType, DataType, MapType, StructType, VariantType
 
 from lakehouse import registry
+from lakehouse.monitoring.progress import INPUT_RECORDS
 from lakehouse.plan import purity
 from lakehouse.plan.changes import normalize
 from lakehouse.slices import ALL_TIME, Slice, input_slice
@@ -170,7 +171,9 @@ def build(
         declared = table.source.unlimited() if unlimited and streaming else table.source
         source, bronze = reader_for(declared), Bronze(spark, lake, pipeline, table)
         df = source.read(bronze, streaming=streaming, cut=cut)
-        if not streaming:
+        if streaming:  # each micro-batch's input as records (ops.stream_progress.num_input_rows)
+            df = df.observe(INPUT_RECORDS, F.count(F.lit(1)).alias("rows"))
+        else:
             prepared = source.account(bronze, df, cut)
             df = prepared.rows
             if prepared.settle is not None and settlements is not None:

@@ -61,7 +61,9 @@ class CsvFilesReader(LandingFilesReader):
             for c, t in zip(columns, text, strict=True)
         ]
         q, e = re.escape(source.quote), re.escape(source.escape)
-        unquoted = F.regexp_replace("value", f"{q}(?:[^{q}{e}]|{e}.|{q}{q})*{q}", "")
+        # a quoted value, its quotes doubled (RFC 4180: escape = quote) or escaped
+        inner = f"[^{q}]|{q}{q}" if source.escape == source.quote else f"[^{q}{e}]|{e}.|{q}{q}"
+        unquoted = F.regexp_replace("value", f"{q}(?:{inner})*{q}", "")
         fields = F.size(F.split(unquoted, re.escape(source.delimiter), -1))
         error = F.coalesce(
             F.when(
