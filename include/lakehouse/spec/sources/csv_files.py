@@ -14,10 +14,12 @@ from lakehouse.spec.sources.base import LandingFiles
 class CsvFiles(LandingFiles):
     """Bronze source: CSV files dropped in ``<root>/landing/<pipeline>/<path>/``.
 
-    Columns are read by position in the order of ``schema`` (Spark DDL); with ``header`` the
-    first line of every file is skipped. A line with a value of the wrong type, without a value
+    Columns are read by position in the order of ``schema`` (Spark DDL); with ``header`` a line
+    naming the schema's columns (a file's header) is skipped. A line with a value of the wrong type, without a value
     for a ``NOT NULL`` column, or with more or fewer fields than the schema stays in bronze with
     ``_parse_error`` (why) and ``_raw_record`` (the line as received), like a bad JSON line.
+    ``escape`` is the character before a quote inside a quoted value: ``\\`` (Spark's writer)
+    or ``"`` for quotes doubled as Excel, pandas and Python's ``csv`` write them.
     """
 
     kind: ClassVar[str] = "csv"
