@@ -160,3 +160,41 @@ def test_a_line_of_tab_delimited_empty_fields_is_a_record(spark, tmp_path: Path)
         reader_for(source).load(spark.read, str(tmp_path / "t.csv")).select("a", "b", PARSE_ERROR).collect()
     )
     assert sorted(rows, key=str) == sorted([("x", "y", None), (None, None, None)], key=str)
+
+
+def test_a_line_too_long_to_read_is_accounted_for_every_byte(spark, tmp_path: Path) -> None:
+    """A CSV line of ``max_line_bytes`` or more is not loaded (as a JSON line): a row says how
+    many bytes of its file no row holds, and the header, the blank line and the CRLF breaks are
+    not taken for lost bytes."""
+    from lakehouse.core.lake import Lake
+    from lakehouse.sources import EVERYTHING, Bronze, reader_for
+
+    pipeline = Pipeline(
+        "csv_long",
+        tables=[
+            Ingest("bronze.long", source=CsvFiles(schema="id STRING NOT NULL, v INT", max_line_bytes=100))
+        ],
+    )
+    lake, table = Lake(str(tmp_path)), pipeline.table("bronze.long")
+    directory = Path(landing_path(lake, pipeline, table))
+    directory.mkdir(parents=True)
+    huge = "h," + "9" * 500
+    (directory / "a.csv").write_bytes(f"id,v\r\na,1\r\n\r\n{huge}\r\nb,2\r\n".encode())
+    reader, bronze = reader_for(table.source), Bronze(spark, lake, pipeline, table)
+    prepared = reader.account(bronze, reader.read(bronze, streaming=False), EVERYTHING)
+    out = prepared.rows.select("id", "v", PARSE_ERROR).collect()
+    assert prepared.settle is not None
+    lost = prepared.settle()
+    assert lost is not None
+    out += lost.select("id", "v", PARSE_ERROR).collect()
+    assert sorted((r[0], r[1]) for r in out if r[0]) == [("a", 1), ("b", 2)]
+    (error,) = [r[2] for r in out if r[0] is None]
+    missing = len(huge) + 2  # the line and its CRLF, counted by hand
+    assert error == (
+        f"a line of 100 bytes or more (max_line_bytes) was skipped; {missing:,} bytes of the file are in no row"
+    )
+
+
+def test_a_line_limit_out_of_range_is_a_declaration_error() -> None:
+    with pytest.raises(SpecError, match=r"CsvFiles\.max_line_bytes must be between 1 byte and 2 GiB"):
+        CsvFiles(schema=SCHEMA, max_line_bytes=0)

@@ -7,7 +7,7 @@ from typing import ClassVar
 from attrs import frozen
 
 from lakehouse.spec.durations import SpecError
-from lakehouse.spec.sources.base import LandingFiles
+from lakehouse.spec.sources.base import MAX_LINE_BYTES, LandingFiles
 
 
 @frozen
@@ -19,7 +19,8 @@ class CsvFiles(LandingFiles):
     for a ``NOT NULL`` column, or with more or fewer fields than the schema stays in bronze with
     ``_parse_error`` (why) and ``_raw_record`` (the line as received), like a bad JSON line.
     ``escape`` is the character before a quote inside a quoted value: ``\\`` (Spark's writer)
-    or ``"`` for quotes doubled as Excel, pandas and Python's ``csv`` write them.
+    or ``"`` for quotes doubled as Excel, pandas and Python's ``csv`` write them. A line of
+    ``max_line_bytes`` or more is not read and a row says so, as for :class:`JsonFiles`.
     """
 
     kind: ClassVar[str] = "csv"
@@ -32,9 +33,11 @@ class CsvFiles(LandingFiles):
     escape: str = "\\"
     null_value: str = ""
     max_files_per_trigger: int = 100
+    max_line_bytes: int = MAX_LINE_BYTES
 
     def __attrs_post_init__(self) -> None:
         self.check_files()
+        self.check_line_limit(self.max_line_bytes)
         for name, value in (("delimiter", self.delimiter), ("quote", self.quote), ("escape", self.escape)):
             if len(value) != 1:
                 raise SpecError(f"CsvFiles.{name} must be one character, not {value!r}")
