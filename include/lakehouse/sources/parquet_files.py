@@ -28,6 +28,7 @@ import decimal
 import json
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
@@ -59,7 +60,12 @@ if TYPE_CHECKING:
 
 FILES = "path STRING, modificationTime TIMESTAMP, length BIGINT, content BINARY"  # binaryFile's schema
 CONTENT = "content"
-ROWS_PER_BATCH = 65_536  # rows decoded at a time: a large file never sits in memory decoded whole
+ROWS_PER_BATCH = 65_536
+UNREADABLE = (
+    pa.ArrowException,
+    OSError,
+    ValueError,
+)  # what Arrow raises for a damaged file  # rows decoded at a time: a large file never sits in memory decoded whole
 
 
 class ParquetFilesReader(LandingFilesReader):
@@ -96,108 +102,158 @@ class Decoder:
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
             contents = batch.column(CONTENT)
-            landed = zip(
-                *(batch.column(name).to_pylist() for name in (SOURCE_FILE, ARRIVAL_TIME, FILE_SIZE)),
-                strict=True,
-            )
-            for content, file in zip(contents, landed, strict=True):
-                yield from self.file(content.as_buffer(), file)
+            metadata = batch.select([SOURCE_FILE, ARRIVAL_TIME, FILE_SIZE])
+            for i, content in enumerate(contents):
+                yield from self.file(content.as_buffer(), metadata.slice(i, 1))
 
-    def file(self, content: pa.Buffer | None, landed: tuple[Any, ...]) -> Iterator[pa.RecordBatch]:
+    def file(self, content: pa.Buffer | None, landed: pa.RecordBatch) -> Iterator[pa.RecordBatch]:
         """One file's rows, then (if its bytes could not all be read) a row saying why."""
-        read = 0
+        read = 0  # only reading is tried: a fault in decoding is the platform's, not the file's
         try:
-            parquet = pq.ParquetFile(pa.BufferReader(content if content is not None else b""))
-            for part in parquet.iter_batches(batch_size=ROWS_PER_BATCH):
-                yield self.rows(part, landed)
-                read += part.num_rows
-        except (pa.ArrowException, OSError, ValueError) as exc:
-            reason = f"{type(exc).__name__}: {str(exc).strip()}"
-            if read:
-                text = f"not readable as Parquet after its first {read:,} rows ({reason})"
-            else:
-                text = f"not a readable Parquet file ({reason}); the file is in no other row"
-            yield self.error_row(text, landed)
+            parts = pq.ParquetFile(pa.BufferReader(content if content is not None else b"")).iter_batches(
+                batch_size=ROWS_PER_BATCH
+            )
+        except UNREADABLE as exc:
+            yield self.error_row(unreadable(exc, read), landed)
+            return
+        while True:
+            try:
+                part = next(parts, None)
+            except UNREADABLE as exc:
+                yield self.error_row(unreadable(exc, read), landed)
+                return
+            if part is None:
+                return
+            yield self.rows(part, landed)
+            read += part.num_rows
 
-    def rows(self, part: pa.RecordBatch, landed: tuple[Any, ...]) -> pa.RecordBatch:
-        """A decoded part of a file as bronze rows."""
+    def rows(self, part: pa.RecordBatch, landed: pa.RecordBatch) -> pa.RecordBatch:
+        """A decoded part of a file as bronze rows. Only the rows with something to say (an
+        error) are handled one by one; ``_rescued_data`` is built as JSON text by Arrow."""
         n = part.num_rows
         by_name = {name.lower(): i for i, name in enumerate(part.schema.names)}
         used: set[int] = set()
-        values, wrong, exact = [], [], []
+        values: list[pa.Array] = []
+        kept: list[tuple[str, pa.Array]] = []  # (key, JSON value or null) for _rescued_data
+        wrong: dict[int, list[str]] = {}
         for column, field in zip(self.columns, self.out, strict=False):
             index = by_name.get(column.name.lower())
             if index is None:
                 values.append(pa.nulls(n, field.type))
                 continue
             used.add(index)
-            converted = convert(part.column(index), field.type)
+            original = part.column(index)
+            converted = convert(original, field.type)
             values.append(converted.values)
             if converted.wrong is not None:
-                wrong.append((column.name, part.schema.field(index).type, converted.wrong))
-            if converted.inexact is not None:
-                exact.append((column.name, part.column(index), converted.inexact))
-        extra = [i for i in range(part.num_columns) if i not in used]
-        wrong_in: list[list[str]] = [[] for _ in range(n)]
-        for name, kind, mask in wrong:
-            for r in _true(mask):
-                wrong_in[r].append(f"{name} (file has {kind})")
-        missing_in: list[list[str]] = [[] for _ in range(n)]
-        for column, array in zip(self.columns, values, strict=False):
-            if column.required:
-                for r in _true(array.is_null()):
-                    missing_in[r].append(column.name)
-        errors = [  # as for JSON lines: a wrong type first, else what is missing
-            f"wrong type for: {', '.join(w)}"
-            if w
-            else f"missing required field(s): {', '.join(m)}"
-            if m
-            else None
-            for w, m in zip(wrong_in, missing_in, strict=True)
+                for r in _true(converted.wrong):
+                    wrong.setdefault(r, []).append(f"{column.name} (file has {original.type})")
+            if converted.inexact is not None:  # the exact value, where digits were cut
+                exact = pc.if_else(converted.inexact, json_values(original), pa.scalar(None, pa.string()))
+                kept.append((column.name, exact))
+        kept[:0] = [
+            (part.schema.names[i], json_values(part.column(i)))
+            for i in range(part.num_columns)
+            if i not in used
         ]
-        rescued: list[dict[str, Any] | None] = [None] * n
-        for name, original, mask in exact:
-            for r in _true(mask):
-                rescued[r] = {**(rescued[r] or {}), name: str(original[r])}
-        if extra:
-            kept = {part.schema.names[i]: part.column(i).to_pylist() for i in extra}
-            for r in range(n):
-                found = {k: v[r] for k, v in kept.items() if v[r] is not None}
-                if found:
-                    rescued[r] = {**found, **(rescued[r] or {})}
-        failed = [r for r in range(n) if errors[r] is not None]
+        missing: dict[int, list[str]] = {}
+        for column, array in zip(self.columns, values, strict=False):
+            if column.required and array.null_count:
+                for r in _true(array.is_null()):
+                    if r not in wrong:
+                        missing.setdefault(r, []).append(column.name)
+        errors: list[str | None] = [None] * n
         raw: list[str | None] = [None] * n
-        if failed:
-            whole = part.to_pylist()
-            for r in failed:
-                raw[r] = _json(whole[r])
-        for r, found in enumerate(rescued):
-            rescued[r] = _json(found) if found else None  # type: ignore[call-overload]
-        return self.batch(values, raw, errors, rescued, landed, n)
+        for r, names in wrong.items():  # as for JSON lines: a wrong type first, else what is missing
+            errors[r] = f"wrong type for: {', '.join(names)}"
+        for r, names in missing.items():
+            errors[r] = f"missing required field(s): {', '.join(names)}"
+        for r in (*wrong, *missing):
+            raw[r] = _json(part.slice(r, 1).to_pylist()[0])  # the row as the file has it
+        rescued = json_object(kept, n)
+        failed = bool(wrong or missing)
+        return self.batch(values, raw if failed else None, errors if failed else None, rescued, landed, n)
 
-    def error_row(self, reason: str, landed: tuple[Any, ...]) -> pa.RecordBatch:
+    def error_row(self, reason: str, landed: pa.RecordBatch) -> pa.RecordBatch:
         values = [pa.nulls(1, field.type) for field in list(self.out)[: len(self.columns)]]
-        return self.batch(values, [None], [reason], [None], landed, 1)
+        return self.batch(values, None, [reason], None, landed, 1)
 
     def batch(
         self,
         values: list[pa.Array],
-        raw: list[str | None],
-        errors: list[str | None],
-        rescued: list[Any],
-        landed: tuple[Any, ...],
+        raw: list[str | None] | None,
+        errors: list[str | None] | None,
+        rescued: pa.Array | None,
+        landed: pa.RecordBatch,
         n: int,
     ) -> pa.RecordBatch:
-        path, arrival, size = landed
+        """The bronze rows: ``values`` (the declared columns), what the contract adds (``None``:
+        null in every row) and the file's metadata (``landed``, one row) on each."""
+        text = pa.string()
+        meta = landed.take(pa.array(np.zeros(n, dtype=np.int64)))
         tail = [
-            pa.array(raw, pa.string()),
-            pa.array(errors, pa.string()),
-            pa.array(rescued, pa.string()),
-            pa.array([path] * n, pa.string()),
-            pa.array([arrival] * n, self.out.field(ARRIVAL_TIME).type),
-            pa.array([size] * n, pa.int64()),
+            pa.nulls(n, text) if raw is None else pa.array(raw, text),
+            pa.nulls(n, text) if errors is None else pa.array(errors, text),
+            pa.nulls(n, text) if rescued is None else rescued,
+            *[
+                column.cast(field.type)
+                for column, field in zip(meta.columns, list(self.out)[-3:], strict=True)
+            ],
         ]
         return pa.RecordBatch.from_arrays([*values, *tail], schema=self.out)
+
+
+def json_values(values: pa.Array) -> pa.Array:
+    """Each value as JSON text (null stays null), by Arrow: numbers and booleans as they are,
+    text quoted and escaped, times as quoted text; any other type (nested, binary), or text with
+    control characters Arrow does not escape here, one by one."""
+    kind = values.type
+    if pa.types.is_integer(kind) or pa.types.is_decimal(kind) or pa.types.is_boolean(kind):
+        return pc.cast(values, pa.string())
+    if pa.types.is_floating(kind):
+        text = pc.cast(values, pa.string())
+        return pc.if_else(
+            pc.fill_null(pc.is_finite(values), True), text, _quoted(text)
+        )  # NaN is no JSON number
+    if pa.types.is_temporal(kind):
+        return _quoted(pc.cast(values, pa.string()))
+    if (pa.types.is_string(kind) or pa.types.is_large_string(kind)) and not pc.any(
+        pc.match_substring_regex(values, "[\\x00-\\x08\\x0b\\x0c\\x0e-\\x1f]")
+    ).as_py():
+        text = pc.cast(values, pa.string())
+        for plain, escaped in (("\\", "\\\\"), ('"', '\\"'), ("\n", "\\n"), ("\r", "\\r"), ("\t", "\\t")):
+            text = pc.replace_substring(text, plain, escaped)
+        return _quoted(text)
+    return pa.array([None if v is None else _json(v) for v in values.to_pylist()], pa.string())
+
+
+def json_object(kept: list[tuple[str, pa.Array]], n: int) -> pa.Array | None:
+    """``{"key": value, ...}`` of the non-null ``kept`` values of each row (null: none)."""
+    if not kept:
+        return None
+    # ',"key":value' where there is a value, else '' (Arrow's join skipping nulls drops a row
+    # whose pieces are all null), then all of a row's pieces, less the first comma
+    pieces = [
+        pc.fill_null(pc.binary_join_element_wise(pa.scalar("," + _json(key) + ":"), value, ""), "")
+        for key, value in kept
+    ]
+    joined = pc.binary_join_element_wise(*pieces, "") if len(pieces) > 1 else pieces[0]
+    whole = pc.binary_join_element_wise(
+        pa.scalar("{"), pc.utf8_slice_codeunits(joined, 1), pa.scalar("}"), ""
+    )
+    return pc.if_else(pc.equal(joined, ""), pa.scalar(None, pa.string()), whole)
+
+
+def _quoted(text: pa.Array) -> pa.Array:
+    return pc.binary_join_element_wise(pa.scalar('"'), text, pa.scalar('"'), "")
+
+
+def unreadable(exc: Exception, read: int) -> str:
+    """Why a file (or the rest of it, after ``read`` rows) could not be read."""
+    reason = f"{type(exc).__name__}: {str(exc).strip()}"
+    if read:
+        return f"not readable as Parquet after its first {read:,} rows ({reason})"
+    return f"not a readable Parquet file ({reason}); the file is in no other row"
 
 
 class Converted:
