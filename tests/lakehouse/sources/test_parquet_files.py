@@ -14,6 +14,7 @@ from pathlib import Path
 
 import duckdb
 import pandas as pd
+import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -21,6 +22,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from lakehouse.core.lake import Lake
+from lakehouse.monitoring.progress import ProgressLog
 from lakehouse.plan.compatibility import rescued_fields
 from lakehouse.plan.generators import Landing
 from lakehouse.sources.landing import landing_path
@@ -163,6 +165,9 @@ def test_files_of_the_usual_writers_keep_the_bronze_contract(spark, stream_and_b
             if error is None and values[1] is not None and values[1] > 0
         ]
         assert rows_of(lake, "silver.pq_scaled", ["sensor", "scaled"]) == sorted(good, key=str)
+    # ops.stream_progress counts the records as input (a Parquet stream's scan reads files: 8)
+    progress = ProgressLog(streamed).read().filter(pl.col("flow") == "bronze.pq_readings")
+    assert progress["num_input_rows"].sum() == sum(len(rows) for rows in EXPECTED.values()) == 15
     same = ["sensor", "reading", "step", "at", PARSE_ERROR, RESCUED]
     assert rows_of(streamed, "bronze.pq_readings", same) == rows_of(backfilled, "bronze.pq_readings", same)
     # `lakehouse plan` lists the undeclared columns, and the exact values the column could not hold
