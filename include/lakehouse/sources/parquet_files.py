@@ -60,12 +60,8 @@ if TYPE_CHECKING:
 
 FILES = "path STRING, modificationTime TIMESTAMP, length BIGINT, content BINARY"  # binaryFile's schema
 CONTENT = "content"
-ROWS_PER_BATCH = 65_536
-UNREADABLE = (
-    pa.ArrowException,
-    OSError,
-    ValueError,
-)  # what Arrow raises for a damaged file  # rows decoded at a time: a large file never sits in memory decoded whole
+ROWS_PER_BATCH = 65_536  # rows decoded at a time: a large file never sits in memory decoded whole
+UNREADABLE = (pa.ArrowException, OSError, ValueError)  # what Arrow raises for a damaged file
 
 
 class ParquetFilesReader(LandingFilesReader):
@@ -170,7 +166,7 @@ class Decoder:
             errors[r] = f"missing required field(s): {', '.join(names)}"
         for r in (*wrong, *missing):
             raw[r] = _json(part.slice(r, 1).to_pylist()[0])  # the row as the file has it
-        rescued = json_object(kept, n)
+        rescued = json_object(kept)
         failed = bool(wrong or missing)
         return self.batch(values, raw if failed else None, errors if failed else None, rescued, landed, n)
 
@@ -212,9 +208,8 @@ def json_values(values: pa.Array) -> pa.Array:
         return pc.cast(values, pa.string())
     if pa.types.is_floating(kind):
         text = pc.cast(values, pa.string())
-        return pc.if_else(
-            pc.fill_null(pc.is_finite(values), True), text, _quoted(text)
-        )  # NaN is no JSON number
+        finite = pc.fill_null(pc.is_finite(values), True)
+        return pc.if_else(finite, text, _quoted(text))  # NaN is no JSON number: quoted
     if pa.types.is_temporal(kind):
         return _quoted(pc.cast(values, pa.string()))
     if (pa.types.is_string(kind) or pa.types.is_large_string(kind)) and not pc.any(
@@ -227,7 +222,7 @@ def json_values(values: pa.Array) -> pa.Array:
     return pa.array([None if v is None else _json(v) for v in values.to_pylist()], pa.string())
 
 
-def json_object(kept: list[tuple[str, pa.Array]], n: int) -> pa.Array | None:
+def json_object(kept: list[tuple[str, pa.Array]]) -> pa.Array | None:
     """``{"key": value, ...}`` of the non-null ``kept`` values of each row (null: none)."""
     if not kept:
         return None
