@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import logging
 import os
+import sys
 from collections.abc import Callable
 from datetime import datetime
 from typing import Annotated, Any, TypeVar
@@ -24,7 +25,17 @@ from lakehouse.core.errors import OperationFailed, UsageError
 from lakehouse.core.times import utc
 from lakehouse.spec import Pipeline
 
-console = Console(highlight=False, emoji=False)
+# Output that is not a terminal's (a log, a pipe) takes this width: rich's 80 columns there cut
+# table cells to "bronze.<first letters>…". A table takes only the width it needs.
+LOG_WIDTH = 1000
+
+
+def output_width() -> int | None:
+    """Stdout's width: a terminal's own (or ``COLUMNS``), else :data:`LOG_WIDTH`."""
+    return None if "COLUMNS" in os.environ or sys.stdout.isatty() else LOG_WIDTH
+
+
+console = Console(highlight=False, emoji=False, width=output_width())
 err = Console(stderr=True, highlight=False, emoji=False)
 F = TypeVar("F", bound=Callable[..., Any])
 

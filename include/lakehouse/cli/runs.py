@@ -188,16 +188,27 @@ def backfill(
         allow_shrink=allow_shrink,
         model_version=model_version,
     )
-    print_steps(f"{pipeline}: backfill {slice_.label}", steps)
+    print_steps(f"{pipeline}: backfill {slice_.label}", steps, asked=slice_)
 
 
-def print_steps(title: str, steps: list[BackfillStep]) -> None:
+def print_steps(title: str, steps: list[BackfillStep], asked: Slice | None = None) -> None:
+    """The steps of a backfill, and why a table was computed over another slice than the one
+    ``asked`` for (the title says how many were computed whole)."""
+    whole = [s.table for s in steps if s.why and s.slice.is_full]
+    if whole and asked is not None and not asked.is_full:
+        title += f"; {len(whole)} table(s) computed whole, [-inf, +inf), as the why column says"
     view = RichTable(title=title, title_justify="left")
-    for column in ("table", "slice", "rows written", "seconds", "of which"):
+    why = any(step.why for step in steps)
+    for column in ("table", "slice", "rows written", "seconds", "of which", *(("why",) if why else ())):
         view.add_column(column)
     for step in steps:
         view.add_row(
-            step.table, step.slice.label, f"{step.rows_written:,}", f"{step.seconds:.1f}", step.phases_label
+            step.table,
+            step.slice.label,
+            f"{step.rows_written:,}",
+            f"{step.seconds:.1f}",
+            step.phases_label,
+            *((step.why or "-",) if why else ()),
         )
     console.print(view)
 

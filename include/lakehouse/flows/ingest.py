@@ -14,6 +14,7 @@ from pyspark.sql import functions as F
 
 from lakehouse import registry
 from lakehouse.flows import Flow, FlowKind, StreamPlan, Vanished
+from lakehouse.monitoring.progress import INPUT_RECORDS
 from lakehouse.plan import compatibility, purity
 from lakehouse.plan.flow import in_slice
 from lakehouse.slices import ALL_TIME, Slice
@@ -54,7 +55,9 @@ class IngestFlow(FlowKind):
         declared = table.source.unlimited() if unlimited and streaming else table.source
         source, bronze = reader_for(declared), Bronze(flow.spark, flow.lake, flow.pipeline, table)
         df = source.read(bronze, streaming=streaming, cut=cut)
-        if not streaming:
+        if streaming:  # each micro-batch's input as records (ops.stream_progress.num_input_rows)
+            df = df.observe(INPUT_RECORDS, F.count(F.lit(1)).alias("rows"))
+        else:
             prepared = source.account(bronze, df, cut)
             df = prepared.rows
             if prepared.settle is not None and settlements is not None:

@@ -96,6 +96,18 @@ class BatchTimings:
 BATCH_TIMINGS = BatchTimings()
 
 _BACKLOG_METRICS = ("numFilesOutstanding", "maxOffsetsBehindLatest")
+# A bronze flow's input as its source kind counts it: records, not what Spark's scan read (the
+# lines of a CSV file counted its header and blank lines; a Parquet stream reads whole files)
+INPUT_RECORDS = "lakehouse_input_records"
+
+
+def input_rows(num_input_rows: int | None, observed: Mapping[str, Any] | None) -> int | None:
+    """A micro-batch's input rows: the records its source counted (``observed``, the
+    progress's ``observedMetrics``), else Spark's ``numInputRows``."""
+    counted = (observed or {}).get(INPUT_RECORDS)
+    if counted is not None and counted["rows"] is not None:
+        return int(counted["rows"])
+    return num_input_rows
 
 
 def split_query_name(name: str | None) -> tuple[str, str]:
@@ -134,7 +146,7 @@ def progress_row(progress: Mapping[str, Any]) -> dict[str, Any]:
         "run_id": progress.get("runId"),
         "event": "progress",
         "batch_id": progress.get("batchId"),
-        "num_input_rows": progress.get("numInputRows"),
+        "num_input_rows": input_rows(progress.get("numInputRows"), progress.get("observedMetrics")),
         "input_rows_per_second": _finite(progress.get("inputRowsPerSecond")),
         "processed_rows_per_second": _finite(progress.get("processedRowsPerSecond")),
         "batch_duration_ms": durations.get("triggerExecution"),

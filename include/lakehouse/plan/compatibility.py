@@ -383,17 +383,40 @@ def rescued_fields(
 ) -> tuple[str, ...]:
     """The fields outside the ``declared`` columns that ``table`` (a bronze table) kept in
     ``_rescued_data``, with their row counts and what to do: add a new one to the source's
-    schema; fill a declared one for the rows that kept it with ``lakehouse rescue``."""
+    schema; fill a declared one for the rows that kept it with ``lakehouse rescue``. A declared
+    column that has a value beside it holds it with less precision than the source sent (a
+    Parquet ``timestamp[ns]`` in microseconds): ``_rescued_data`` keeps the exact value."""
     from pyspark.sql import functions as F
 
-    rows = spark.read.format("delta").load(lake.table(table.name)).where(F.col(RESCUED).isNotNull())
+    bronze = spark.read.format("delta").load(lake.table(table.name))
+    rows = bronze.where(F.col(RESCUED).isNotNull())
     keys = rows.select(F.explode(F.json_object_keys(RESCUED)).alias("field")).groupBy("field").count()
+    counted = sorted(keys.collect())
+    held = [r["field"] for r in counted if r["field"] in declared and r["field"] in bronze.columns]
+    exact: dict[str, int] = {}
+    if held:
+        kept = F.from_json(RESCUED, "map<string,string>")
+        first = rows.select(*[
+            F.count_if(kept.getItem(name).isNotNull() & F.col(f"`{name}`").isNotNull()).alias(f"x{i}")
+            for i, name in enumerate(held)
+        ]).first()  # fmt: skip
+        exact = {name: int(first[f"x{i}"]) for i, name in enumerate(held)}
     said = []
-    for row in sorted(keys.collect()):
-        kept = f"{row['field']} ({row['count']:,} rows kept it in {RESCUED})"
-        said.append(
-            f"{kept}: declared now, `lakehouse rescue {table.name}` fills the column for them"
-            if row["field"] in declared
-            else f"new source field {kept}: add it to the source's columns to read it"
-        )
+    for row in counted:
+        field, count = row["field"], row["count"]
+        if field not in declared:
+            said.append(
+                f"new source field {field} ({count:,} rows kept it in {RESCUED}): add it to the source's columns to read it"
+            )
+            continue
+        if count > exact.get(field, 0):
+            said.append(
+                f"{field} ({count - exact.get(field, 0):,} rows kept it in {RESCUED}): declared now, "
+                f"`lakehouse rescue {table.name}` fills the column for them"
+            )
+        if exact.get(field):
+            said.append(
+                f"{field} ({exact[field]:,} rows kept its exact value in {RESCUED}): the column holds it "
+                "with less precision"
+            )
     return tuple(said)

@@ -50,6 +50,8 @@ class BackfillStep:
     # plan, guard (the shrink guard's counts), compute (read, parse, transform: apart only when
     # a gate caches the rows; else Spark runs them inside the write), gate, write
     phases: Mapping[str, float] = field(default_factory=dict)
+    # why the table was computed over another slice than the one asked for ("": it was not)
+    why: str = ""
 
     @property
     def phases_label(self) -> str:

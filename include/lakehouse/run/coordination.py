@@ -40,6 +40,7 @@ recomputed as any other.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 import time
@@ -122,14 +123,17 @@ def backfill(
                 model_version=model_version,
             )
             steps += [
-                first[n]
-                if n in first
-                else BackfillStep(
-                    n,
-                    ALL_TIME,
-                    delta.row_count(spark, lake.table(n)),
-                    runs[n].seconds,
-                    {"catch-up": runs[n].seconds},
+                dataclasses.replace(
+                    first[n]
+                    if n in first
+                    else BackfillStep(
+                        n,
+                        ALL_TIME,
+                        delta.row_count(spark, lake.table(n)),
+                        runs[n].seconds,
+                        {"catch-up": runs[n].seconds},
+                    ),
+                    why=WHOLE,
                 )
                 for n in whole
             ]
@@ -217,6 +221,9 @@ def archive(spark: SparkSession, lake: Lake, pipeline: Pipeline, tables: Sequenc
             storage.move(spark, lake.table(name), aside.table(name))
     log.info("reset: moved the checkpoints and tables of %s to %s", _names(tables), aside.root)
     return aside.root
+
+
+WHOLE = "no checkpoint nor table before: its first run read all of its input, so it is computed whole"
 
 
 def computed_whole(

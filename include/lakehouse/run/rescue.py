@@ -69,8 +69,12 @@ def rescue(spark: SparkSession, settings: Settings, lake: Lake, pipeline: Pipeli
             return Rescue(table.name, {}, {}, None)
         _add_missing_columns(spark, path, existing.columns, declared)
         value = {c.name: _kept_value(c) for c in declared}
+        # kept beside a value of the column: the exact value the column holds with less precision
+        # (a Parquet timestamp[ns]), not one to fill
         present = {
-            c.name: F.get_json_object(F.col(RESCUED), _json_path(c.name)).isNotNull() for c in declared
+            c.name: F.get_json_object(F.col(RESCUED), _json_path(c.name)).isNotNull()
+            & (F.col(_quoted(c.name)).isNull() if c.name in existing.columns else F.lit(True))
+            for c in declared
         }
         counts = kept.select(
             *[
@@ -90,7 +94,8 @@ def rescue(spark: SparkSession, settings: Settings, lake: Lake, pipeline: Pipeli
         updates = {_quoted(n): F.coalesce(F.col(_quoted(n)), v) for n, v in value.items()}
         fillable = [present[n] & v.isNotNull() for n, v in value.items()]
         target.update(
-            condition=functools.reduce(operator.or_, fillable), set={**updates, RESCUED: _remaining(value)}
+            condition=functools.reduce(operator.or_, fillable),
+            set={**updates, RESCUED: _remaining({n: F.when(present[n], v) for n, v in value.items()})},
         )
         version = target.history(1).select("version").first()[0]
     return Rescue(table.name, filled, unconverted, int(version))

@@ -23,7 +23,7 @@ from lakehouse.core.errors import OperationFailed
 from lakehouse.flows import Flow, StreamPlan
 from lakehouse.models.store import ModelUnavailable
 from lakehouse.monitoring.listener import ProgressRecorder
-from lakehouse.monitoring.progress import BATCH_TIMINGS, ProgressLog, query_name
+from lakehouse.monitoring.progress import BATCH_TIMINGS, ProgressLog, input_rows, query_name
 from lakehouse.plan import compatibility
 from lakehouse.quality.gate import QualityGate, Verdict
 from lakehouse.run import failures
@@ -88,8 +88,9 @@ class FlowRun:
                 continue
             self.batch_ids.append(progress.batchId)
             self.batches += 1
-            self.data_batches += progress.numInputRows > 0
-            self.input_rows += progress.numInputRows
+            rows = input_rows(progress.numInputRows, progress.observedMetrics) or 0
+            self.data_batches += rows > 0
+            self.input_rows += rows
             for state in progress.stateOperators:
                 self.dropped_late += state.numRowsDroppedByWatermark
                 self.duplicates += int(state.customMetrics.get("numDroppedDuplicateRows", 0))

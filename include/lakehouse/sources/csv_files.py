@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING
 
 from pyspark.sql import functions as F
 
-from lakehouse.sources.json_files import text_lines
-from lakehouse.sources.landing import FILE_SIZE, LINE_BYTES, LandingFilesReader
+from lakehouse.sources.json_files import LinesReader, text_lines
+from lakehouse.sources.landing import FILE_SIZE, LINE_BYTES
 from lakehouse.sources.parse import listed
 from lakehouse.spec.sources import (
     ARRIVAL_TIME,
@@ -32,11 +32,12 @@ if TYPE_CHECKING:
     from pyspark.sql.streaming import DataStreamReader
 
 
-class CsvFilesReader(LandingFilesReader):
+class CsvFilesReader(LinesReader):
     source: CsvFiles
 
     def load(self, reader: DataStreamReader, paths: str | list[str]) -> DataFrame:
-        return self.parse(text_lines(reader, paths, None, blank=(" ",)))  # a tab may be a delimiter
+        # (only spaces make a line blank: a tab may be the delimiter)
+        return self.parse(text_lines(reader, paths, self.source.max_line_bytes, blank=(" ",)))
 
     def parse(self, lines: DataFrame) -> DataFrame:
         """``value`` (one CSV line per row) -> typed columns + bronze metadata columns."""
@@ -61,7 +62,9 @@ class CsvFilesReader(LandingFilesReader):
             for c, t in zip(columns, text, strict=True)
         ]
         q, e = re.escape(source.quote), re.escape(source.escape)
-        unquoted = F.regexp_replace("value", f"{q}(?:[^{q}{e}]|{e}.|{q}{q})*{q}", "")
+        # a quoted value, its quotes doubled (RFC 4180: escape = quote) or escaped
+        inner = f"[^{q}]|{q}{q}" if source.escape == source.quote else f"[^{q}{e}]|{e}.|{q}{q}"
+        unquoted = F.regexp_replace("value", f"{q}(?:{inner})*{q}", "")
         fields = F.size(F.split(unquoted, re.escape(source.delimiter), -1))
         error = F.coalesce(
             F.when(

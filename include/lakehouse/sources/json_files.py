@@ -1,4 +1,5 @@
-"""Reading ``JsonFiles``: JSON-lines landing files, parsed line by line (``parse.parse_json``)."""
+"""Reading ``JsonFiles``: JSON-lines landing files, parsed line by line (``parse.parse_json``), and
+what the kinds of text lines share (``LinesReader``: the line limit and its accounting)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from pyspark.sql import functions as F
 
 from lakehouse.sources.landing import FILE_SIZE, LINE_BYTES, LandingFilesReader, file_metadata
 from lakehouse.sources.parse import parse_json
-from lakehouse.spec.sources import ARRIVAL_TIME, SOURCE_FILE, JsonFiles
+from lakehouse.spec.sources import ARRIVAL_TIME, SOURCE_FILE, CsvFiles, JsonFiles
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, DataFrameReader
@@ -36,17 +37,14 @@ def text_lines(
     ).where(~F.left("value", F.lit(1)).isin("", *blank) | (F.trim("value", F.lit("".join(blank))) != ""))
 
 
-class JsonFilesReader(LandingFilesReader):
-    source: JsonFiles
+class LinesReader(LandingFilesReader):
+    """What the kinds of text lines (JSON lines, CSV) share: a line of ``max_line_bytes`` or
+    more is never loaded, and the landing accounting measures every line to say so."""
+
+    source: JsonFiles | CsvFiles
 
     def max_line_bytes(self) -> int | None:
         return self.source.max_line_bytes
-
-    def load(self, reader: DataStreamReader, paths: str | list[str]) -> DataFrame:
-        lines = text_lines(reader, paths, self.source.max_line_bytes)
-        return parse_json(
-            lines, self.source.columns, carry=(SOURCE_FILE, ARRIVAL_TIME, FILE_SIZE, LINE_BYTES)
-        )
 
     def line_sizes(self, reader: DataFrameReader, paths: list[str]) -> DataFrame:
         """Every line of ``paths``, blank ones too, with its size in bytes and its break: lines
@@ -62,3 +60,13 @@ class JsonFilesReader(LandingFilesReader):
             .load(paths)
         )
         return frame.select(*file_metadata(frame)[:2], (F.octet_length("value") + 1).alias(LINE_BYTES))
+
+
+class JsonFilesReader(LinesReader):
+    source: JsonFiles
+
+    def load(self, reader: DataStreamReader, paths: str | list[str]) -> DataFrame:
+        lines = text_lines(reader, paths, self.source.max_line_bytes)
+        return parse_json(
+            lines, self.source.columns, carry=(SOURCE_FILE, ARRIVAL_TIME, FILE_SIZE, LINE_BYTES)
+        )

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
@@ -122,3 +123,28 @@ def test_logs_without_any_driver_and_of_an_unknown_pipeline(control: FlowControl
     assert code == 0 and output.endswith("two"), output
     code, output = invoke("logs", "nope")
     assert code != 0 and "nope" in output, output
+
+
+def test_output_sent_to_a_log_keeps_whole_names_and_says_why_a_table_was_computed_whole() -> None:
+    """Stdout not a terminal (a log, a pipe) and no COLUMNS: tables keep every name whole (rich's
+    80 columns there cut them to "bronze.<first letters>…"), and a backfill of a slice says which
+    tables it computed whole, and why."""
+    names = [f"bronze.partner_export_of_the_{n}_region_with_a_long_name" for n in ("north", "south")]
+    script = f"""
+from datetime import datetime, UTC
+from lakehouse.cli.runs import print_steps
+from lakehouse.run.batch import BackfillStep
+from lakehouse.run.coordination import WHOLE
+from lakehouse.slices import ALL_TIME, Slice
+asked = Slice(datetime(2026, 1, 1, tzinfo=UTC), datetime(2026, 1, 2, tzinfo=UTC))
+steps = [BackfillStep({names[0]!r}, ALL_TIME, 5, 1.0, why=WHOLE), BackfillStep({names[1]!r}, asked, 3, 1.0)]
+print_steps("p: backfill " + asked.label, steps, asked=asked)
+"""
+    env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}
+    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, check=True)
+    out = done.stdout
+    assert all(name in out for name in names), out
+    assert "1 table(s) computed whole, [-inf, +inf)" in out
+    assert (
+        "no checkpoint nor table before: its first run read all of its input, so it is computed whole" in out
+    )

@@ -70,6 +70,7 @@ def ddl_columns(ddl: str) -> tuple[Column, ...]:
 
 DEBEZIUM_SOURCE = "lsn BIGINT, ts_ms BIGINT"
 UNLIMITED_FILES = 2**31 - 1  # maxFilesPerTrigger is an int: no limit
+MAX_LINE_BYTES = 16 * 1024 * 1024  # a text line longer than this is not loaded (see JsonFiles)
 
 
 def debezium_schema(row: str, source: str = DEBEZIUM_SOURCE) -> str:
@@ -157,6 +158,11 @@ class LandingFiles(Source):
         self.check_schema()
         if self.max_files_per_trigger < 1:
             raise SpecError(f"{type(self).__name__}.max_files_per_trigger must be a positive number of files")
+
+    def check_line_limit(self, max_line_bytes: int) -> None:
+        """A kind of text lines: a line limit Hadoop's line reader can take."""
+        if not 0 < max_line_bytes < 2**31:
+            raise SpecError(f"{type(self).__name__}.max_line_bytes must be between 1 byte and 2 GiB")
 
 
 def sources(value: Source | Sequence[Source] | None) -> tuple[Source, ...]:

@@ -6,8 +6,7 @@ from typing import ClassVar
 
 from attrs import frozen
 
-from lakehouse.spec.durations import SpecError
-from lakehouse.spec.sources.base import LandingFiles
+from lakehouse.spec.sources.base import MAX_LINE_BYTES, LandingFiles
 
 
 @frozen
@@ -26,9 +25,8 @@ class JsonFiles(LandingFiles):
     schema: str
     path: str | None = None
     max_files_per_trigger: int = 100
-    max_line_bytes: int = 16 * 1024 * 1024
+    max_line_bytes: int = MAX_LINE_BYTES
 
     def __attrs_post_init__(self) -> None:
         self.check_files()
-        if not 0 < self.max_line_bytes < 2**31:
-            raise SpecError("JsonFiles.max_line_bytes must be between 1 byte and 2 GiB")
+        self.check_line_limit(self.max_line_bytes)
