@@ -125,6 +125,7 @@ def test_logs_without_any_driver_and_of_an_unknown_pipeline(control: FlowControl
     assert code != 0 and "nope" in output, output
 
 
+@pytest.mark.slow  # the command's output to a pipe: a process of its own
 def test_output_sent_to_a_log_keeps_whole_names_and_says_why_a_table_was_computed_whole() -> None:
     """Stdout not a terminal (a log, a pipe) and no COLUMNS: tables keep every name whole (rich's
     80 columns there cut them to "bronze.<first letters>…"), and a backfill of a slice says which
