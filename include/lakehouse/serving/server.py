@@ -100,6 +100,14 @@ def serve(
         **server_conf(settings),  # password authentication, when a password file is set
         **settings.serve_conf,
     }
+    auth = hive_conf.get("hive.server2.authentication", "NONE")
+    if settings.sql_grants_file is not None and auth.upper() in {"NONE", "NOSASL"}:
+        raise ServeError(
+            f"read grants ({settings.sql_grants_file}) need logins the server checks: without "
+            "authentication a client names itself whatever login it likes; turn passwords on "
+            "(LAKEHOUSE_SERVE_PASSWORD_FILE, `lakehouse users add NAME`) or LDAP/Kerberos through "
+            "LAKEHOUSE_SERVE_CONF, or unset LAKEHOUSE_SQL_GRANTS_FILE"
+        )
     grants = _grants(settings)
     properties = {**hive_conf, **({SYSTEM_PROPERTY: str(grants.target)} if grants else {})}
     # Every HiveConf in the JVM must see these: the server's (which, with a Hive metastore,
@@ -131,7 +139,6 @@ def serve(
                 if stop.is_set():
                     return
                 raise ServeError(f"the Thrift server did not listen on {host}:{port} within 120 s")
-            auth = hive_conf.get("hive.server2.authentication", "NONE")
             log.info(
                 "serving %s (authentication %s, %s, catalog refresh every %.0f s; per statement: "
                 "timeout %s s, result %s MiB, %s at once per user; 0: unlimited)",

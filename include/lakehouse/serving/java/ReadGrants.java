@@ -49,6 +49,11 @@ final class ReadGrants {
     if (path == null || path.isBlank() || user == null) {
       return null;
     }
+    return forUser(path, user);
+  }
+
+  /** The tables {@code user} may read under the resolved grants file {@code path}. */
+  static Set<String> forUser(String path, String user) {
     Loaded grants = load(path);
     if (grants.error() != null) {
       throw denied("the server's read grants cannot be read (" + grants.error()
@@ -100,6 +105,22 @@ final class ReadGrants {
     String database =
         parts.length > 1 ? parts[parts.length - 2] : session.sessionState().catalog().getCurrentDatabase();
     require(database + "." + table, granted);
+  }
+
+  /**
+   * SHOW TABLE EXTENDED lists each matching table's schema, location and properties: every table
+   * it would list must be granted.
+   */
+  static void checkShowExtended(SparkSession session, org.apache.spark.sql.execution.command.ShowTablesCommand show,
+      Set<String> granted) {
+    String database = show.databaseName().isDefined() ? show.databaseName().get()
+        : session.sessionState().catalog().getCurrentDatabase();
+    String pattern = show.tableIdentifierPattern().isDefined() ? show.tableIdentifierPattern().get() : "*";
+    for (TableIdentifier id : scala.jdk.javaapi.CollectionConverters.asJava(
+        session.sessionState().catalog().listTables(database, pattern))) {
+      String db = id.database().isDefined() ? id.database().get() : database;
+      require((db + "." + id.table()).toLowerCase(Locale.ROOT), granted);
+    }
   }
 
   private static void require(String table, Set<String> granted) {
