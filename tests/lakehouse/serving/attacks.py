@@ -173,8 +173,9 @@ ATTACKS: dict[str, Attack] = {
         (f"SELECT * FROM system.builtin.table_changes_by_path('{SILVER_PATH}', 0)", PARSER),
         (f"SELECT * FROM IDENTIFIER('system.builtin.table_changes_by_path')('{SILVER_PATH}', 0)", PARSER),
         ("SELECT * FROM IDENTIFIER('read_' || 'files')('/etc')", PARSER),
-        (f"SELECT * FROM table_changes(concat('delta.`', '{SILVER_PATH}', '`'), 0)", PARSER),
-        (f"SELECT * FROM table_changes('delta.`{SILVER_PATH}`', 0)", PARSER),
+        # (a backquote as \u0060: beeline cannot split statements with backquotes inside quotes)
+        (f"SELECT * FROM table_changes(concat('delta.\\u0060', '{SILVER_PATH}', '\\u0060'), 0)", PARSER),
+        (f"SELECT * FROM table_changes('delta.\\u0060{SILVER_PATH}\\u0060', 0)", PARSER),
         ("SELECT * FROM planted.range(1)", SPARK),
         (f"SELECT * FROM IDENTIFIER('gold.' || 'device_status') WITH ('path' = '{SILVER_PATH}')", PARSER),
         (f"SELECT * FROM {T} WITH ('versionAsOf' = '0')", PARSER),

@@ -123,9 +123,59 @@ final class ReadGrants {
     }
   }
 
+  /**
+   * A JDBC client's column metadata request (Thrift GetColumns, which no SQL parser sees): every
+   * table its patterns match must be granted to {@code user}, or it would list their columns.
+   */
+  static void checkColumnsRequest(String user, String schemaPattern, String tablePattern) {
+    String path = System.getProperty(FILE);
+    if (path == null || path.isBlank() || user == null) {
+      return;
+    }
+    Set<String> granted = forUser(path, user);
+    SparkSession session = SparkSession.getDefaultSession().get();
+    org.apache.spark.sql.catalyst.catalog.SessionCatalog catalog = session.sessionState().catalog();
+    java.util.regex.Pattern schemas = jdbcPattern(schemaPattern);
+    java.util.regex.Pattern tables = jdbcPattern(tablePattern);
+    for (String database : scala.jdk.javaapi.CollectionConverters.asJava(catalog.listDatabases())) {
+      if (!schemas.matcher(database).matches()) {
+        continue;
+      }
+      for (TableIdentifier id : scala.jdk.javaapi.CollectionConverters.asJava(catalog.listTables(database, "*"))) {
+        if (tables.matcher(id.table()).matches()) {
+          require(user, (database + "." + id.table()).toLowerCase(Locale.ROOT), granted);
+        }
+      }
+    }
+  }
+
+  /** A JDBC metadata pattern (% any text, _ any character, \ escapes; null or empty: all). */
+  private static java.util.regex.Pattern jdbcPattern(String pattern) {
+    if (pattern == null || pattern.isEmpty() || pattern.equals("*")) {
+      return java.util.regex.Pattern.compile(".*");
+    }
+    StringBuilder regex = new StringBuilder();
+    for (int i = 0; i < pattern.length(); i++) {
+      char c = pattern.charAt(i);
+      if (c == '\\' && i + 1 < pattern.length()) {
+        regex.append(java.util.regex.Pattern.quote(String.valueOf(pattern.charAt(++i))));
+      } else if (c == '%' || c == '*') {
+        regex.append(".*");
+      } else if (c == '_') {
+        regex.append('.');
+      } else {
+        regex.append(java.util.regex.Pattern.quote(String.valueOf(c)));
+      }
+    }
+    return java.util.regex.Pattern.compile(regex.toString(), java.util.regex.Pattern.CASE_INSENSITIVE);
+  }
+
   private static void require(String table, Set<String> granted) {
+    require(CurrentUserContext.CURRENT_USER().get(), table, granted);
+  }
+
+  private static void require(String user, String table, Set<String> granted) {
     if (!granted.contains(table)) {
-      String user = CurrentUserContext.CURRENT_USER().get();
       throw denied(user + " may not read " + table + ": it is not in " + user + "'s read grants on this "
           + "server (" + (granted.isEmpty() ? "none" : String.join(", ", granted)) + "); an operator "
           + "grants tables, schemas or pipelines in LAKEHOUSE_SQL_GRANTS_FILE");
