@@ -7,6 +7,7 @@ starts an embedded Spark session unless ``--server`` sends the statements to ``l
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import logging
 import signal
@@ -19,7 +20,7 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table as RichTable
 
-from lakehouse.cli.kit import all_pipelines, commands, console, err
+from lakehouse.cli.kit import all_pipelines, commands, configure_logging, console, err
 from lakehouse.core.config import settings
 from lakehouse.serving.output import OutputFormat, render
 from lakehouse.serving.passwords import PasswordError, PasswordFile
@@ -200,15 +201,16 @@ def serve(
 
     Connect with: beeline -u jdbc:hive2://127.0.0.1:10000/default -n $USER
     """
-    from lakehouse.serving.server import serve as run_server  # deferred: Spark
+    from lakehouse.serving.server import supervise  # deferred: Spark
 
     conf = settings()
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
-    run_server(
+    verbose = logging.getLogger().isEnabledFor(logging.DEBUG)
+    supervise(
         conf, host or conf.serve_host, port or conf.serve_port, refresh or conf.catalog_refresh_seconds, stop,
-        allow_writes=allow_writes,
+        allow_writes=allow_writes, setup=functools.partial(configure_logging, verbose=verbose),
     )  # fmt: skip
 
 

@@ -50,6 +50,11 @@ FULL_CHECK_SECONDS = 60.0
 # core at Spark's default (one task per core), 1.0-1.5 s at 200 and 0.6-0.9 s at 1,000.
 SHORT_TASKS = 1000
 STATEMENTS_PER_USER = "spark.lakehouse.sql.statementsPerUser"
+# The JDK's XML parsers fetch no external DTD, entity, schema or stylesheet a document names:
+# xpath_string('<!DOCTYPE a SYSTEM "http://host/x.dtd"><a/>', '/a') made the server connect to
+# host (a request on the analyst's behalf; with file: URLs, a file-existence oracle). Whatever
+# builds the document (a literal, a column, concat), the parser refuses to follow it.
+NO_EXTERNAL_XML = {f"javax.xml.accessExternal{kind}": "" for kind in ("DTD", "Schema", "Stylesheet")}
 _NUMERIC_HIVE_TYPES = {"TINYINT", "SMALLINT", "INT", "BIGINT", "FLOAT", "DOUBLE", "DECIMAL"}
 
 
@@ -74,6 +79,7 @@ def serving_settings(
     properties = {
         "derby.stream.error.file": str(Path(tempfile.gettempdir()) / "lakehouse-derby.log"),
         "log4j2.configurationFile": LOG4J2.as_uri(),
+        **NO_EXTERNAL_XML,
         **(system_properties or {}),
     }
     conf = {

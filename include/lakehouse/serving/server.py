@@ -10,10 +10,14 @@ session over the shared catalog. On a cluster it is started like any driver, in 
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import multiprocessing
 import shutil
+import signal
 import socket
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -27,13 +31,22 @@ from lakehouse.serving.passwords import server_conf
 from lakehouse.state import storage
 
 if TYPE_CHECKING:
-    import threading
+    from collections.abc import Callable
+    from multiprocessing.connection import Connection
+
+    from pyspark.sql import SparkSession
 
     from lakehouse.core.config import Settings
 
 log = logging.getLogger("lakehouse.serve")
 
 THRIFT_SERVER = "org.apache.spark.sql.hive.thriftserver.HiveThriftServer2"
+WATCH_SECONDS = 1.0  # how often the server's process checks that its Spark still runs
+RESTART_PORT_WAIT = 60.0  # how long a restart waits for the dead server's port to be free
+
+
+class ServerDied(RuntimeError):
+    """The server's Spark stopped under it (a statement exhausted its memory, its JVM died)."""
 
 
 class ServeError(UsageError):
@@ -100,6 +113,14 @@ def serve(
         **server_conf(settings),  # password authentication, when a password file is set
         **settings.serve_conf,
     }
+    auth = hive_conf.get("hive.server2.authentication", "NONE")
+    if settings.sql_grants_file is not None and auth.upper() in {"NONE", "NOSASL"}:
+        raise ServeError(
+            f"read grants ({settings.sql_grants_file}) need logins the server checks: without "
+            "authentication a client names itself whatever login it likes; turn passwords on "
+            "(LAKEHOUSE_SERVE_PASSWORD_FILE, `lakehouse users add NAME`) or LDAP/Kerberos through "
+            "LAKEHOUSE_SERVE_CONF, or unset LAKEHOUSE_SQL_GRANTS_FILE"
+        )
     grants = _grants(settings)
     properties = {**hive_conf, **({SYSTEM_PROPERTY: str(grants.target)} if grants else {})}
     # Every HiveConf in the JVM must see these: the server's (which, with a Hive metastore,
@@ -126,12 +147,12 @@ def serve(
                 spark.conf.set(key, value)
             jvm.java.lang.System.setProperty(key, value)  # a driver started by spark-submit
         server = getattr(jvm, THRIFT_SERVER).startWithSparkSession(spark._jsparkSession, False)  # noqa: SLF001  # it needs the JVM session
+        jvm.lakehouse.serving.CleanErrors.install(server)  # clients read messages, not stacks
         try:
             if not wait_listening(host, port, 120, stop):
                 if stop.is_set():
                     return
                 raise ServeError(f"the Thrift server did not listen on {host}:{port} within 120 s")
-            auth = hive_conf.get("hive.server2.authentication", "NONE")
             log.info(
                 "serving %s (authentication %s, %s, catalog refresh every %.0f s; per statement: "
                 "timeout %s s, result %s MiB, %s at once per user; 0: unlimited)",
@@ -139,7 +160,13 @@ def serve(
                 settings.sql_statement_timeout, settings.sql_max_result_mb, settings.sql_statements_per_user,
             )  # fmt: skip
             print(f"lakehouse serve: ready on {jdbc_url(host, port)}", flush=True)
-            while not stop.wait(refresh_seconds):
+            due = time.monotonic() + refresh_seconds
+            while not stop.wait(min(WATCH_SECONDS, max(0.0, due - time.monotonic()))):
+                if not spark_running(spark):
+                    raise ServerDied("the SQL server's Spark stopped (see the JVM's errors above)")
+                if time.monotonic() < due:
+                    continue
+                due = time.monotonic() + refresh_seconds
                 try:
                     report = sync_catalog(keeper, settings, fresh=True, previous=report)
                 except Exception as exc:  # a broken spec must not take the server down
@@ -154,8 +181,94 @@ def serve(
                         log.error("read grants not updated, the previous ones stay: %s", exc)
         finally:
             log.info("stopping the Thrift server")
-            server.stop()
+            with contextlib.suppress(Exception):  # a dead JVM has nothing left to stop
+                server.stop()
     finally:
-        spark.stop()
+        with contextlib.suppress(Exception):
+            spark.stop()
         if grants:
             shutil.rmtree(grants.target.parent, ignore_errors=True)
+
+
+def spark_running(spark: SparkSession) -> bool:
+    """Whether ``spark``'s context still runs (False too when its JVM is gone)."""
+    try:
+        return not spark.sparkContext._jsc.sc().isStopped()  # noqa: SLF001  # the JVM's own state
+    except Exception:  # py4j: the JVM went away
+        return False
+
+
+def supervise(
+    settings: Settings,
+    host: str,
+    port: int,
+    refresh_seconds: float,
+    stop: threading.Event,
+    *,
+    allow_writes: bool = False,
+    setup: Callable[[], None] | None = None,
+) -> None:
+    """:func:`serve` in a process of its own, started again whenever it ends without being asked
+    to: a statement that exhausts the server's memory stops its Spark (or kills its JVM), and
+    every analyst would otherwise find the port closed until an operator noticed. ``setup`` runs
+    first in each server process (logging). A server that cannot start (:class:`ServeError`)
+    is not retried: the error is raised here."""
+    spawn = multiprocessing.get_context("spawn")  # a fresh interpreter: no py4j state of the last one
+    started = 0
+    while not stop.is_set():
+        if started:
+            deadline = time.monotonic() + RESTART_PORT_WAIT
+            while not port_is_free(host, port) and time.monotonic() < deadline and not stop.wait(0.2):
+                pass
+        receive, send = spawn.Pipe(duplex=False)
+        child = spawn.Process(
+            target=_serve_process,
+            args=(settings, host, port, refresh_seconds, allow_writes, setup, send),
+            name="lakehouse-serve",
+        )
+        child.start()
+        started += 1
+        send.close()
+        while child.is_alive() and not stop.wait(0.5):
+            pass
+        if stop.is_set():
+            child.terminate()  # SIGTERM: it stops its server and Spark
+            child.join(120)
+            if child.is_alive():
+                child.kill()
+            return
+        child.join()
+        try:
+            failure = receive.recv() if receive.poll() else None
+        except EOFError:  # it ended without a word: it died
+            failure = None
+        if failure is not None:
+            raise ServeError(failure)
+        if child.exitcode == 0:
+            return  # stopped by a signal to the whole group (Ctrl-C)
+        log.error("the SQL server's process ended (exit code %s): starting it again", child.exitcode)
+
+
+def _serve_process(
+    settings: Settings,
+    host: str,
+    port: int,
+    refresh_seconds: float,
+    allow_writes: bool,  # a process target's arguments are positional
+    setup: Callable[[], None] | None,
+    failures: Connection,
+) -> None:
+    """One server process of :func:`supervise`: exits 0 when asked to stop, 3 when its Spark died."""
+    if setup is not None:
+        setup()
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    try:
+        serve(settings, host, port, refresh_seconds, stop, allow_writes=allow_writes)
+    except ServeError as exc:
+        failures.send(str(exc))
+        raise SystemExit(2) from None
+    except ServerDied as exc:
+        log.error("%s", exc)
+        raise SystemExit(3) from None

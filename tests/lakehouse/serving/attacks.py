@@ -3,7 +3,9 @@ each, what the engine answered. Shared by the JDBC tests (PyHive, in the test pr
 test of the guard's analyzed-plan layer alone, which runs this file as a script in a Spark of its
 own (``python attacks.py < statements.json`` prints the verdicts as JSON).
 
-``{lake}`` in a statement stands for the lake's root directory.
+``{lake}`` in a statement stands for the lake's root directory, ``{file}`` for a file on the
+server and ``{url}`` for an address on it (:func:`statement`): the test that proves nothing is
+fetched plants a file and a listener there.
 """
 
 from __future__ import annotations
@@ -23,8 +25,11 @@ XXE = f'<!DOCTYPE a [<!ENTITY x SYSTEM "file://{PASSWD}">]><a>&x;</a>'
 CHECK = "check"  # refuses it too: the parser is not its only defence
 SPARK = "spark"  # Spark's analysis fails it before the check runs (a plan that never runs)
 PARSER = "parser"  # the parser's alone, by design: names that are file paths (the check layer
-# also sees Delta's and Spark's internal plans, which read files by path) and statements that
-# are harmless without the parser (EXECUTE IMMEDIATE 'SELECT 1')
+# also sees Delta's and Spark's internal plans, which read files by path), statements that are
+# harmless without the parser (EXECUTE IMMEDIATE 'SELECT 1'), and expressions Spark evaluates
+# while it analyzes (IDENTIFIER(expr), AS OF expr, LIMIT expr), before any check of the result
+NOT_RUN = "not run"  # the parser's alone, and too costly to run without it (partition counts
+# that exhaust the server's memory or hold its cores): the check-layer test leaves them out
 
 
 @dataclass(frozen=True)
@@ -44,6 +49,9 @@ def _family(family: str, *statements: str | tuple[str, str]) -> dict[str, Attack
 
 T, S = "gold.device_status", "silver.device_events"
 BY_PATH = "{lake}/tables/gold/device_status"
+SILVER_PATH = "{lake}/tables/silver/device_events"
+FILE, URL = PASSWD, "http://127.0.0.1:9"  # the defaults of {file} and {url} (port 9: nothing listens)
+XSD = "map(concat('rowValidation', 'XSDPath'), '{file}')"  # an option key Spark computes
 ATTACKS: dict[str, Attack] = {
     **_family(
         "writes",
@@ -158,6 +166,54 @@ ATTACKS: dict[str, Attack] = {
         ("SELECT to_protobuf(named_struct('a', 1), 'Planted', '/etc/hostname')", SPARK),
     ),
     **_family(
+        "table functions however named",
+        (f"SELECT * FROM IDENTIFIER('table_changes_by_' || 'path')('{SILVER_PATH}', 0)", PARSER),
+        (f"SELECT * FROM IDENTIFIER('TABLE_CHANGES_BY_PATH')('{SILVER_PATH}', 0)", PARSER),
+        (f"SELECT * FROM Table_Changes_By_Path('{SILVER_PATH}', 0)", PARSER),
+        (f"SELECT * FROM system.builtin.table_changes_by_path('{SILVER_PATH}', 0)", PARSER),
+        (f"SELECT * FROM IDENTIFIER('system.builtin.table_changes_by_path')('{SILVER_PATH}', 0)", PARSER),
+        ("SELECT * FROM IDENTIFIER('read_' || 'files')('/etc')", PARSER),
+        # (a backquote as \u0060: beeline cannot split statements with backquotes inside quotes)
+        (f"SELECT * FROM table_changes(concat('delta.\\u0060', '{SILVER_PATH}', '\\u0060'), 0)", PARSER),
+        (f"SELECT * FROM table_changes('delta.\\u0060{SILVER_PATH}\\u0060', 0)", PARSER),
+        ("SELECT * FROM planted.range(1)", SPARK),
+        (f"SELECT * FROM IDENTIFIER('gold.' || 'device_status') WITH ('path' = '{SILVER_PATH}')", PARSER),
+        (f"SELECT * FROM {T} WITH ('versionAsOf' = '0')", PARSER),
+        "SELECT IDENTIFIER('ref' || 'lect')('java.lang.System', 'getenv', 'PATH')",
+        "SELECT IDENTIFIER('system.builtin.java_method')('java.lang.System', 'getenv', 'PATH')",
+    ),
+    **_family(
+        "evaluated while analyzed",  # Spark computes these before any check of the analyzed plan
+        (f"SELECT IDENTIFIER(from_xml('<a>1</a>', 'a STRING', {XSD}).a) FROM {T}", PARSER),
+        (
+            f"SELECT * FROM {T} TIMESTAMP AS OF CAST(from_xml('<a>1</a>', 'a STRING', {XSD}).a AS TIMESTAMP)",
+            PARSER,
+        ),
+        (f"SELECT * FROM {T} LIMIT length(from_xml('<a>1</a>', 'a STRING', {XSD}).a)", PARSER),
+        (f"SELECT * FROM range(0, length(schema_of_xml('<a>1</a>', {XSD})))", PARSER),
+        ("SELECT from_xml('<a>1</a>', 'a INT', map(lower('ROWVALIDATIONXSDPATH'), '{url}/x.xsd'))", PARSER),
+        (
+            "SELECT IDENTIFIER('from' || '_xml')('<a>1</a>', 'a INT', map('rowValidationXSDPath', '{file}'))",
+            PARSER,
+        ),
+        (
+            "SELECT from_xml('<a>1</a>', 'a INT', IDENTIFIER('map')('rowValidationXSDPath', '{url}/m.xsd'))",
+            PARSER,
+        ),
+        (f"SELECT * FROM IDENTIFIER(from_xml('<a>1</a>', 'a STRING', {XSD}).a)", PARSER),
+    ),
+    **_family(
+        "partition counts",
+        (f"SELECT /*+ REPARTITION(1000000) */ * FROM {T}", NOT_RUN),
+        (f"SELECT /*+ repartition(1000000, device) */ * FROM {T}", NOT_RUN),
+        (f"SELECT /*+ REPARTITION_BY_RANGE(1000000, device) */ * FROM {T}", NOT_RUN),
+        (f"SELECT /*+ REBALANCE(1000000) */ * FROM {T}", NOT_RUN),
+        ("SELECT /*+ COALESCE(1) */ count(*) FROM range(0, 100000000000)", NOT_RUN),
+        ("SELECT count(*) FROM range(0, 100000000000, 1, 2)", NOT_RUN),
+        ("SELECT count(*) FROM range(0, 10, 1, 1000000)", NOT_RUN),
+        ("SELECT count(*) FROM IDENTIFIER('range')(0, 100000000000, 1, 1)", NOT_RUN),
+    ),
+    **_family(
         "settings",
         "SET spark.sql.variable.substitute = true",
         "SET spark.sql.variable.substitute.depth = 100",
@@ -211,6 +267,23 @@ XML_ENTITIES = {
     "xpath": f"SELECT xpath('{XXE}', 'a/text()')",
 }
 PASSWD_LINE = "root:"
+
+# Statements that may run or fail, but must open no file and no connection ({file}, {url}):
+# documents that name an external DTD, entity or schema. No guard can see these (the document
+# may come from any expression); the server's XML parsers must refuse to follow them.
+FETCHES = {
+    "xpath DTD": """SELECT xpath_string('<!DOCTYPE a SYSTEM "{url}/x.dtd"><a>1</a>', '/a')""",
+    "xpath entity": """SELECT xpath_string('<!DOCTYPE a [<!ENTITY x SYSTEM "{url}/e">]><a>&x;</a>', '/a')""",
+    "xpath file entity": """SELECT xpath('<!DOCTYPE a [<!ENTITY x SYSTEM "file://{file}">]><a>&x;</a>', 'a/text()')""",
+    "xpath built": """SELECT xpath_int(concat('<!DOCTYPE a SYSTEM "', '{url}', '/y.dtd"><a>1</a>'), '/a')""",
+    "from_xml DTD": """SELECT from_xml('<!DOCTYPE a SYSTEM "{url}/z.dtd"><a>1</a>', 'a INT')""",
+    "schema_of_xml DTD": """SELECT schema_of_xml('<!DOCTYPE a SYSTEM "{url}/s.dtd"><a>1</a>')""",
+}
+
+
+def statement(sql: str, lake: str, file: str = FILE, url: str = URL) -> str:
+    """``sql`` with its placeholders filled in."""
+    return sql.format(lake=lake, file=file, url=url)
 
 
 class Engine(Protocol):

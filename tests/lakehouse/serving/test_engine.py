@@ -48,3 +48,28 @@ def test_serving_sessions_share_cores_fairly_and_cancel_statements_at_the_timeou
         not in serving_settings(Settings(sql_statement_timeout=0)).spark_conf
     )
     assert Settings(sql_statement_timeout=90).to_env()["LAKEHOUSE_SQL_STATEMENT_TIMEOUT"] == "90"
+
+
+def test_the_servers_errors_keep_what_and_why_and_mask_how_it_is_built(spark) -> None:
+    """CleanErrors.tidy: what a JDBC client reads of a failed statement (the server's own cleaner)."""
+    from lakehouse.state import storage
+
+    tidy = storage.jvm(spark).lakehouse.serving.CleanErrors.tidy
+    analysis = (
+        "Error running query: [UNRESOLVED_COLUMN.WITH_SUGGESTION] org.apache.spark.sql.AnalysisException: "
+        "[UNRESOLVED_COLUMN.WITH_SUGGESTION] A column `x` cannot be resolved. SQLSTATE: 42703; line 1 pos 7;\n"
+        "'Project ['x]\n+- Relation spark_catalog.gold.t[device#12L] parquet\n"
+    )
+    assert tidy(analysis) == (
+        "[UNRESOLVED_COLUMN.WITH_SUGGESTION] A column `x` cannot be resolved. SQLSTATE: 42703; line 1 pos 7"
+    )
+    task = (
+        "Job aborted due to stage failure: Task 0 in stage 3.0 failed 1 times, most recent failure: Lost task "
+        "0.0 in stage 3.0 (TID 7) (10.0.0.1 executor driver): org.apache.spark.SparkRuntimeException: "
+        "[USER_RAISED_EXCEPTION] boom SQLSTATE: P0001\n\tat org.apache.spark.sql.errors.X.y(X.scala:1)\n"
+        "Driver stacktrace:\n"
+    )
+    assert tidy(task) == "[USER_RAISED_EXCEPTION] boom SQLSTATE: P0001"
+    paths = "[DELTA_TABLE_NOT_FOUND] no table at file:/srv/lake/tables/gold/t nor /srv/lake/x/y, 1/0 stays"
+    assert tidy(paths) == "[DELTA_TABLE_NOT_FOUND] no table at <path> nor <path>, 1/0 stays"
+    assert tidy("java.lang.OutOfMemoryError: Java heap space") == "Java heap space"

@@ -131,6 +131,13 @@ NOT_BOBS = [
     "SHOW TBLPROPERTIES gold.device_status",
     # EXPLAIN answers with the planning error as its text instead of failing
     "EXPLAIN SELECT * FROM gold.device_status",
+    # names built at parse time, and metadata that would show columns or locations
+    "SELECT count(*) FROM IDENTIFIER('gold.' || 'device_status')",
+    "SELECT no_such_column FROM gold.device_status",  # its suggestions listed the table's columns
+    "SHOW CREATE TABLE gold.device_status",
+    "SHOW TABLE EXTENDED IN gold LIKE '*'",
+    "SHOW TABLE EXTENDED IN gold LIKE 'device_st*'",
+    "SELECT count(*) FROM silver.device_events WHERE EXISTS (SELECT 1 FROM gold.device_status)",
 ]
 
 
@@ -143,6 +150,19 @@ def _error(server, sql: str, user: str) -> str:
     return str(rows) if sql.startswith("EXPLAIN") and "may not read" in str(rows) else ""
 
 
+def _columns(server, user: str, schema: str, table: str) -> str:
+    """The error of a JDBC client's GetColumns request, or "" when it was answered."""
+    from TCLIService.ttypes import TGetColumnsReq, TStatusCode
+
+    connection = server.connect(user=user, password=f"{user}-password")
+    try:
+        request = TGetColumnsReq(sessionHandle=connection.sessionHandle, schemaName=schema, tableName=table)
+        status = connection.client.GetColumns(request).status
+    finally:
+        connection.close()
+    return "" if status.statusCode == TStatusCode.SUCCESS_STATUS else str(status.errorMessage)
+
+
 def test_the_server_lets_a_login_read_only_what_it_was_granted(secured, demo) -> None:
     bob = "bob"  # granted silver.device_events, and gold.device_type_stats as everyone is
     assert _error(secured, SILVER, bob) == ""
@@ -151,7 +171,18 @@ def test_the_server_lets_a_login_read_only_what_it_was_granted(secured, demo) ->
         assert "bob may not read" in message, f"{sql!r} was not refused for bob: {message[:300]!r}"
         assert "LAKEHOUSE_SQL_GRANTS_FILE" in message
         assert demo.lake.root not in message, f"the refusal of {sql!r} shows where the lake is"
+        assert "`signal`" not in message and "alert" not in message, f"{sql!r}: the columns show"
     assert "bob may not read gold.device_status" in _error(secured, GOLD, bob)
+    # metadata of what he may read stays his: every table it would list is granted
+    for sql, listed in (
+        ("SHOW TABLE EXTENDED IN silver LIKE '*'", {"device_events"}),
+        ("SHOW TABLE EXTENDED IN gold LIKE 'device_type*'", {"device_type_stats"}),
+    ):
+        assert {r[1] for r in secured.query(sql, user=bob, password="bob-password")} == listed, sql
+    # JDBC column metadata (Thrift GetColumns, which no SQL parser sees) of granted tables only
+    assert "bob may not read gold.device_status" in _columns(secured, bob, "gold", "device_status")
+    assert "bob may not read" in _columns(secured, bob, "%", "%")
+    assert _columns(secured, bob, "silver", "device_events") == ""
     # a one-part name resolves in the session's current schema
     connection = secured.connect(user=bob, password="bob-password")
     try:
@@ -188,3 +219,17 @@ def test_an_edited_grants_file_applies_without_a_restart(secured) -> None:
         assert message == "", message
     finally:
         grants.write_text(before)
+
+
+def test_the_server_refuses_grants_when_logins_are_not_checked(tmp_path: Path) -> None:
+    """Without authentication a JDBC client names itself whatever login it likes."""
+    import threading
+
+    from lakehouse.core.config import Settings
+    from lakehouse.platform.services import free_port
+    from lakehouse.serving.server import ServeError, serve
+
+    grants = _write(tmp_path / "g.json", {"bob": {"tables": ["silver.device_events"]}})
+    with pytest.raises(ServeError, match=r"read grants .* need logins the server checks") as refused:
+        serve(Settings(sql_grants_file=grants), "127.0.0.1", free_port(), 1, threading.Event())
+    assert "LAKEHOUSE_SERVE_PASSWORD_FILE" in str(refused.value)

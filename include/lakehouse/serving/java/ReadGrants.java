@@ -49,6 +49,11 @@ final class ReadGrants {
     if (path == null || path.isBlank() || user == null) {
       return null;
     }
+    return forUser(path, user);
+  }
+
+  /** The tables {@code user} may read under the resolved grants file {@code path}. */
+  static Set<String> forUser(String path, String user) {
     Loaded grants = load(path);
     if (grants.error() != null) {
       throw denied("the server's read grants cannot be read (" + grants.error()
@@ -102,9 +107,75 @@ final class ReadGrants {
     require(database + "." + table, granted);
   }
 
+  /**
+   * SHOW TABLE EXTENDED lists each matching table's schema, location and properties: every table
+   * it would list must be granted.
+   */
+  static void checkShowExtended(SparkSession session, org.apache.spark.sql.execution.command.ShowTablesCommand show,
+      Set<String> granted) {
+    String database = show.databaseName().isDefined() ? show.databaseName().get()
+        : session.sessionState().catalog().getCurrentDatabase();
+    String pattern = show.tableIdentifierPattern().isDefined() ? show.tableIdentifierPattern().get() : "*";
+    for (TableIdentifier id : scala.jdk.javaapi.CollectionConverters.asJava(
+        session.sessionState().catalog().listTables(database, pattern))) {
+      String db = id.database().isDefined() ? id.database().get() : database;
+      require((db + "." + id.table()).toLowerCase(Locale.ROOT), granted);
+    }
+  }
+
+  /**
+   * A JDBC client's column metadata request (Thrift GetColumns, which no SQL parser sees): every
+   * table its patterns match must be granted to {@code user}, or it would list their columns.
+   */
+  static void checkColumnsRequest(String user, String schemaPattern, String tablePattern) {
+    String path = System.getProperty(FILE);
+    if (path == null || path.isBlank() || user == null) {
+      return;
+    }
+    Set<String> granted = forUser(path, user);
+    SparkSession session = SparkSession.getDefaultSession().get();
+    org.apache.spark.sql.catalyst.catalog.SessionCatalog catalog = session.sessionState().catalog();
+    java.util.regex.Pattern schemas = jdbcPattern(schemaPattern);
+    java.util.regex.Pattern tables = jdbcPattern(tablePattern);
+    for (String database : scala.jdk.javaapi.CollectionConverters.asJava(catalog.listDatabases())) {
+      if (!schemas.matcher(database).matches()) {
+        continue;
+      }
+      for (TableIdentifier id : scala.jdk.javaapi.CollectionConverters.asJava(catalog.listTables(database, "*"))) {
+        if (tables.matcher(id.table()).matches()) {
+          require(user, (database + "." + id.table()).toLowerCase(Locale.ROOT), granted);
+        }
+      }
+    }
+  }
+
+  /** A JDBC metadata pattern (% any text, _ any character, \ escapes; null or empty: all). */
+  private static java.util.regex.Pattern jdbcPattern(String pattern) {
+    if (pattern == null || pattern.isEmpty() || pattern.equals("*")) {
+      return java.util.regex.Pattern.compile(".*");
+    }
+    StringBuilder regex = new StringBuilder();
+    for (int i = 0; i < pattern.length(); i++) {
+      char c = pattern.charAt(i);
+      if (c == '\\' && i + 1 < pattern.length()) {
+        regex.append(java.util.regex.Pattern.quote(String.valueOf(pattern.charAt(++i))));
+      } else if (c == '%' || c == '*') {
+        regex.append(".*");
+      } else if (c == '_') {
+        regex.append('.');
+      } else {
+        regex.append(java.util.regex.Pattern.quote(String.valueOf(c)));
+      }
+    }
+    return java.util.regex.Pattern.compile(regex.toString(), java.util.regex.Pattern.CASE_INSENSITIVE);
+  }
+
   private static void require(String table, Set<String> granted) {
+    require(CurrentUserContext.CURRENT_USER().get(), table, granted);
+  }
+
+  private static void require(String user, String table, Set<String> granted) {
     if (!granted.contains(table)) {
-      String user = CurrentUserContext.CURRENT_USER().get();
       throw denied(user + " may not read " + table + ": it is not in " + user + "'s read grants on this "
           + "server (" + (granted.isEmpty() ? "none" : String.join(", ", granted)) + "); an operator "
           + "grants tables, schemas or pipelines in LAKEHOUSE_SQL_GRANTS_FILE");

@@ -16,6 +16,7 @@ import org.apache.spark.sql.SparkSession;
 import org.apache.spark.sql.SparkSessionExtensions;
 import org.apache.spark.sql.catalyst.FunctionIdentifier;
 import org.apache.spark.sql.catalyst.TableIdentifier;
+import org.apache.spark.sql.catalyst.analysis.ExpressionWithUnresolvedIdentifier;
 import org.apache.spark.sql.catalyst.analysis.PlanWithUnresolvedIdentifier;
 import org.apache.spark.sql.catalyst.analysis.UnresolvedFunction;
 import org.apache.spark.sql.catalyst.analysis.UnresolvedIdentifier;
@@ -32,12 +33,15 @@ import org.apache.spark.sql.catalyst.parser.ParseException;
 import org.apache.spark.sql.catalyst.parser.ParserInterface;
 import org.apache.spark.sql.catalyst.plans.logical.Command;
 import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan;
+import org.apache.spark.sql.catalyst.plans.logical.UnresolvedHint;
+import org.apache.spark.sql.catalyst.plans.logical.UnresolvedWith;
 import org.apache.spark.sql.catalyst.util.ArrayData;
 import org.apache.spark.sql.catalyst.util.MapData;
 import org.apache.spark.sql.execution.command.DescribeQueryCommand;
 import org.apache.spark.sql.execution.command.ExplainCommand;
 import org.apache.spark.sql.execution.command.ResetCommand;
 import org.apache.spark.sql.execution.command.SetCommand;
+import org.apache.spark.sql.execution.command.ShowTablesCommand;
 import org.apache.spark.sql.internal.SQLConf;
 import org.apache.spark.sql.types.BinaryType;
 import org.apache.spark.sql.types.DataType;
@@ -46,6 +50,7 @@ import scala.Function1;
 import scala.Option;
 import scala.Product;
 import scala.Tuple2;
+import scala.Tuple3;
 import scala.collection.Iterator;
 import scala.jdk.javaapi.CollectionConverters;
 import scala.runtime.AbstractFunction1;
@@ -244,6 +249,24 @@ public final class ReadOnlySqlExtension extends AbstractFunction1<SparkSessionEx
   static final Set<String> DENIED_OPTIONS =
       new HashSet<>(Arrays.asList("rowvalidationxsdpath", "avroschemaurl"));
 
+  /**
+   * Functions that take an options map. Spark evaluates the map while it analyzes the statement
+   * (a time travel timestamp, an IDENTIFIER, a LIMIT fold it), before any check of the analyzed
+   * plan: its keys must be constant strings the parser can read.
+   */
+  static final Set<String> OPTION_FUNCTIONS =
+      new HashSet<>(Arrays.asList("from_json", "from_csv", "from_xml", "schema_of_json", "schema_of_csv",
+          "schema_of_xml", "to_json", "to_csv", "to_xml", "from_avro", "to_avro", "from_protobuf",
+          "to_protobuf"));
+
+  /**
+   * Hints whose numbers are partition counts. The server chooses those (short tasks, shared
+   * fairly): REPARTITION(1000000) of a 20-row table exhausted the server's memory, COALESCE(1)
+   * of a range makes one task that holds a core until the statement times out.
+   */
+  static final Set<String> PARTITION_HINTS =
+      new HashSet<>(Arrays.asList("repartition", "coalesce", "repartition_by_range", "rebalance"));
+
   /** Functions whose third argument, unless a binary descriptor, names a file the server reads. */
   static final Set<String> DESCRIPTOR_FILE_FUNCTIONS = new HashSet<>(Arrays.asList("from_protobuf", "to_protobuf"));
 
@@ -347,6 +370,26 @@ public final class ReadOnlySqlExtension extends AbstractFunction1<SparkSessionEx
     return simple;
   }
 
+  /**
+   * The parser layer's verdict on {@code sqlText} for {@code user} under the resolved grants file
+   * {@code grantsFile} (null: no grants): null when it passes, else the refusal. For tests of the
+   * check without a server: it parses, and neither analyzes nor runs anything.
+   */
+  public static String parserVerdict(SparkSession session, String sqlText, String user, String grantsFile) {
+    String before = org.apache.spark.sql.catalyst.CurrentUserContext.CURRENT_USER().get();
+    org.apache.spark.sql.catalyst.CurrentUserContext.CURRENT_USER().set(user);
+    try {
+      LogicalPlan plan = session.sessionState().sqlParser().parsePlan(sqlText);
+      Set<String> granted = grantsFile == null ? null : ReadGrants.forUser(grantsFile, user);
+      new ParsedCheck(session, settable(session), granted).check(plan);
+      return null;
+    } catch (Exception e) {
+      return e.getMessage();
+    } finally {
+      org.apache.spark.sql.catalyst.CurrentUserContext.CURRENT_USER().set(before);
+    }
+  }
+
   /** {@code throw refused(...)}: an AnalysisException (checked in Java's eyes, so thrown sneakily). */
   static RuntimeException refused(String message) {
     throw notAllowed(PREFIX + message);
@@ -368,6 +411,15 @@ public final class ReadOnlySqlExtension extends AbstractFunction1<SparkSessionEx
   @SuppressWarnings("unchecked")
   private static <T extends Throwable> T sneaky(Throwable t) throws T {
     throw (T) t;
+  }
+
+  /** system.builtin.f, builtin.f: Spark's own function f (no catalog can define another). */
+  static boolean isBuiltin(List<String> name) {
+    List<String> qualifier = new ArrayList<>();
+    for (String part : name.subList(0, name.size() - 1)) {
+      qualifier.add(part.toLowerCase(Locale.ROOT));
+    }
+    return qualifier.equals(Arrays.asList("system", "builtin")) || qualifier.equals(Arrays.asList("builtin"));
   }
 
   static boolean looksLikePath(String part) {
@@ -449,7 +501,7 @@ public final class ReadOnlySqlExtension extends AbstractFunction1<SparkSessionEx
           session.sessionState().conf().setConfString(LEAF_PARALLELISM, shortTasks);
         }
         guardSettings();
-        new ParsedCheck(session, settable).statement(plan);
+        new ParsedCheck(session, settable, ReadGrants.forCurrentUser()).check(plan);
         if (shortTasks != null && PARSED_STATEMENTS.contains(plan.getClass().getName())
             && !(plan instanceof SetCommand) && !(plan instanceof ResetCommand)) {
           // SHOW/DESCRIBE: Delta reads a table's history with spark.range over the versions, one
@@ -541,9 +593,75 @@ public final class ReadOnlySqlExtension extends AbstractFunction1<SparkSessionEx
     private final SparkSession session;
     private final Set<String> settable;
 
-    ParsedCheck(SparkSession session, Set<String> settable) {
+    /** The statement's user's read grants (null: none apply), checked by name before analysis. */
+    private final Set<String> granted;
+    /** Names the statement's CTEs define (lower case): a one-part name among them is no table. */
+    private final Set<String> ctes = new HashSet<>();
+
+    ParsedCheck(SparkSession session, Set<String> settable, Set<String> granted) {
       this.session = session;
       this.settable = settable;
+      this.granted = granted;
+    }
+
+    /** The whole check of one parsed statement. */
+    void check(LogicalPlan plan) {
+      collectCtes(plan);
+      statement(plan);
+    }
+
+    private void collectCtes(Object value) {
+      if (value instanceof UnresolvedWith) {
+        for (Tuple3<String, ?, ?> cte : CollectionConverters.asJava(((UnresolvedWith) value).cteRelations())) {
+          ctes.add(cte._1().toLowerCase(Locale.ROOT));
+        }
+      }
+      if (value instanceof LogicalPlan || value instanceof Expression) {
+        Iterator<Object> it = ((Product) value).productIterator();
+        while (it.hasNext()) {
+          collectCtes(it.next());
+        }
+      } else if (value instanceof Option && ((Option<?>) value).isDefined()) {
+        collectCtes(((Option<?>) value).get());
+      } else if (value instanceof scala.collection.Iterable) {
+        scala.collection.Iterator<?> it = ((scala.collection.Iterable<?>) value).iterator();
+        while (it.hasNext()) {
+          collectCtes(it.next());
+        }
+      } else if (value instanceof Product && value.getClass().getName().startsWith("scala.Tuple")) {
+        Iterator<Object> it = ((Product) value).productIterator();
+        while (it.hasNext()) {
+          collectCtes(it.next());
+        }
+      }
+    }
+
+    /**
+     * A table the statement names must be granted before Spark analyzes it: analysis errors
+     * (an unresolved column's suggestions, SHOW CREATE TABLE's) would show its columns or location.
+     */
+    private void grantedName(List<String> parts) {
+      if (granted == null || (parts.size() == 1 && ctes.contains(parts.get(0).toLowerCase(Locale.ROOT)))) {
+        return;
+      }
+      ReadGrants.checkName(session, String.join(".", parts), granted);
+    }
+
+    /**
+     * The name an IDENTIFIER(...) clause stands for, as Spark will compute it: only from
+     * constants (the parser resolved it), so that computing it runs no function of the analyst's.
+     */
+    private List<String> identifier(Expression id) {
+      Object value = id.resolved() && id.foldable() ? id.eval(null) : null;
+      if (value == null) {
+        throw refused("IDENTIFIER(" + id.sql() + ") is not allowed: name tables and functions with a "
+            + "constant string, e.g. IDENTIFIER('gold.device_status')");
+      }
+      try {
+        return list(session.sessionState().sqlParser().parseMultipartIdentifier(value.toString()));
+      } catch (ParseException e) {
+        throw refused("IDENTIFIER('" + value + "') is not a name");
+      }
     }
 
     void statement(LogicalPlan plan) {
@@ -604,45 +722,70 @@ public final class ReadOnlySqlExtension extends AbstractFunction1<SparkSessionEx
         if (!r.options().isEmpty()) {
           throw refused("read options on tables are not allowed (" + r.options().keySet() + ")");
         }
+        grantedName(list(r.multipartIdentifier()));
       } else if (plan instanceof UnresolvedTable) {
         checkName(list(((UnresolvedTable) plan).multipartIdentifier()), plan.simpleString(100));
+        grantedName(list(((UnresolvedTable) plan).multipartIdentifier()));
       } else if (plan instanceof UnresolvedTableOrView) {
         checkName(list(((UnresolvedTableOrView) plan).multipartIdentifier()), plan.simpleString(100));
+        grantedName(list(((UnresolvedTableOrView) plan).multipartIdentifier()));
       } else if (plan instanceof UnresolvedView) {
         checkName(list(((UnresolvedView) plan).multipartIdentifier()), plan.simpleString(100));
+        grantedName(list(((UnresolvedView) plan).multipartIdentifier()));
       } else if (plan instanceof UnresolvedIdentifier) {
         checkName(list(((UnresolvedIdentifier) plan).nameParts()), plan.simpleString(100));
       } else if (plan instanceof PlanWithUnresolvedIdentifier) {
-        // IDENTIFIER(<constant>): the name is checked like any other; a name computed from
-        // anything else would only be known after this check (and could be a file path)
-        Expression id = ((PlanWithUnresolvedIdentifier) plan).identifierExpr();
-        Object value = id.resolved() && id.foldable() ? id.eval(null) : null;
-        if (value == null) {
-          throw refused("IDENTIFIER(" + id.sql() + ") is not allowed: name tables with a constant "
-              + "string, e.g. IDENTIFIER('gold.device_status')");
+        // IDENTIFIER(<constant>) in FROM: a table, or a table function (IDENTIFIER('range')(0, 9)).
+        // Build what Spark will build from the name and check that, with its arguments and options.
+        PlanWithUnresolvedIdentifier p = (PlanWithUnresolvedIdentifier) plan;
+        List<String> name = identifier(p.identifierExpr());
+        checkName(name, String.join(".", name));
+        node(p.planBuilder().apply(CollectionConverters.asScala(name).toSeq(), p.children()));
+        return; // the built plan holds the children
+      } else if (plan instanceof UnresolvedHint) {
+        UnresolvedHint hint = (UnresolvedHint) plan;
+        if (PARTITION_HINTS.contains(hint.name().toLowerCase(Locale.ROOT))) {
+          for (Expression parameter : CollectionConverters.asJava(hint.parameters())) {
+            if (parameter instanceof Literal && !(((Literal) parameter).value() instanceof org.apache.spark.unsafe.types.UTF8String)) {
+              throw refused("partition counts are the server's to choose (" + hint.name() + "(" + parameter.sql()
+                  + ")): it splits statements into short tasks shared fairly; hint by columns instead, "
+                  + "e.g. REPARTITION(device)");
+            }
+          }
         }
-        checkName(Arrays.asList(value.toString().split("\\.")), value.toString());
       } else if (plan instanceof UnresolvedTableValuedFunction) {
         UnresolvedTableValuedFunction f = (UnresolvedTableValuedFunction) plan;
         List<String> name = list(f.name());
         String fn = name.get(name.size() - 1).toLowerCase(Locale.ROOT);
-        if (!TABLE_FUNCTIONS.contains(fn)) {
+        if (!TABLE_FUNCTIONS.contains(fn) || (name.size() > 1 && !isBuiltin(name))) {
           throw refused("the table function " + String.join(".", name) + " is not allowed; allowed: "
               + new TreeSet<>(TABLE_FUNCTIONS));
+        }
+        if (fn.equals("range") && f.functionArgs().size() > 3) {
+          throw refused("partition counts are the server's to choose (range's fourth argument): it splits "
+              + "statements into short tasks shared fairly; use range(start, end, step)");
         }
         for (Expression arg : CollectionConverters.asJava(f.functionArgs())) {
           if (arg instanceof Literal && ((Literal) arg).value() != null && looksLikePath(((Literal) arg).value().toString())) {
             throw refused("file paths cannot be queried (" + fn + "(" + arg.sql() + "))");
           }
         }
-        Set<String> granted = fn.equals("table_changes") ? ReadGrants.forCurrentUser() : null;
-        if (granted != null) { // the change feed's relation names no catalog table: check the name
+        if (fn.equals("table_changes")) { // its relation names no catalog table: check the name
           Expression table = f.functionArgs().isEmpty() ? null : f.functionArgs().head();
           if (!(table instanceof Literal) || ((Literal) table).value() == null) {
             throw refused("table_changes needs the table's name as a constant string here, e.g. "
                 + "table_changes('gold.device_status', 0)");
           }
-          ReadGrants.checkName(session, ((Literal) table).value().toString(), granted);
+          List<String> tableName;
+          try {
+            tableName = list(session.sessionState().sqlParser().parseMultipartIdentifier(((Literal) table).value().toString()));
+          } catch (ParseException e) {
+            throw refused("table_changes(" + table.sql() + ", ...): not a table name");
+          }
+          checkName(tableName, String.join(".", tableName));
+          if (granted != null) { // a CTE's name is no table here: no exception for one
+            ReadGrants.checkName(session, String.join(".", tableName), granted);
+          }
         }
       }
       fields(plan);
@@ -677,6 +820,13 @@ public final class ReadOnlySqlExtension extends AbstractFunction1<SparkSessionEx
     }
 
     private void expression(Expression e) {
+      if (e instanceof ExpressionWithUnresolvedIdentifier) {
+        // IDENTIFIER('ref' || 'lect')(...): check the function call Spark will build from the name
+        ExpressionWithUnresolvedIdentifier x = (ExpressionWithUnresolvedIdentifier) e;
+        List<String> name = identifier(x.identifierExpr());
+        expression(x.exprBuilder().apply(CollectionConverters.asScala(name).toSeq(), x.otherExprs()));
+        return; // the built expression holds the other expressions
+      }
       if (e instanceof UnresolvedFunction) {
         List<String> name = list(((UnresolvedFunction) e).nameParts());
         String fn = name.get(name.size() - 1).toLowerCase(Locale.ROOT);
@@ -684,11 +834,21 @@ public final class ReadOnlySqlExtension extends AbstractFunction1<SparkSessionEx
           throw refused("the function " + fn + " is not allowed (it calls Java methods)");
         }
         List<Expression> args = CollectionConverters.asJava(((UnresolvedFunction) e).arguments());
+        boolean takesOptions = OPTION_FUNCTIONS.contains(fn);
         for (Expression arg : args) { // map('avroSchemaUrl', ...) as an options argument
+          if (takesOptions && arg instanceof ExpressionWithUnresolvedIdentifier) {
+            throw refused("the arguments of " + fn + " cannot be named through IDENTIFIER(...)");
+          }
           if (arg instanceof UnresolvedFunction && arg.children().size() % 2 == 0) {
+            boolean isMap = list(((UnresolvedFunction) arg).nameParts()).stream()
+                .reduce((a, b) -> b).map(n -> n.equalsIgnoreCase("map")).orElse(false);
             List<Expression> entries = CollectionConverters.asJava(arg.children());
             for (int i = 0; i < entries.size(); i += 2) {
               Object key = entries.get(i) instanceof Literal ? ((Literal) entries.get(i)).value() : null;
+              if (key == null && takesOptions && isMap) {
+                throw refused("the options of " + fn + " must be constant strings (" + entries.get(i).sql()
+                    + "): the server computes them before it can check them");
+              }
               if (key != null && DENIED_OPTIONS.contains(key.toString().toLowerCase(Locale.ROOT))) {
                 throw refused("the option " + key + " of " + fn + " is not allowed (it makes the server "
                     + "open a file or URL)");
@@ -770,6 +930,9 @@ public final class ReadOnlySqlExtension extends AbstractFunction1<SparkSessionEx
       walk(plan, true);
       Set<String> granted = ReadGrants.forCurrentUser();
       if (granted != null) {
+        if (plan instanceof ShowTablesCommand && ((ShowTablesCommand) plan).isExtended()) {
+          ReadGrants.checkShowExtended(session, (ShowTablesCommand) plan, granted);
+        }
         ReadGrants.check(session, plan, granted);
       }
       return BoxedUnit.UNIT;
