@@ -27,7 +27,7 @@ from lakehouse.serving.catalog import load_pipelines
 from lakehouse.serving.engine import require_read_only, serving_session, sync_catalog
 from lakehouse.serving.grants import SYSTEM_PROPERTY, GrantsError, Publisher
 from lakehouse.serving.jvm import trust
-from lakehouse.serving.passwords import server_conf
+from lakehouse.serving.passwords import PasswordError, server_conf
 from lakehouse.state import storage
 
 if TYPE_CHECKING:
@@ -107,10 +107,14 @@ def serve(
     its own (trusted to write), and the server's sessions derive from the untrusted one."""
     if not port_is_free(host, port):
         raise ServeError(f"{host}:{port} is already in use; stop what runs there or choose --port")
-    hive_conf = {  # built before Spark starts: a misconfigured authentication fails fast
+    try:  # built before Spark starts: a misconfigured authentication fails fast, and is not retried
+        authentication = server_conf(settings)  # password authentication, when a password file is set
+    except PasswordError as exc:
+        raise ServeError(str(exc)) from None
+    hive_conf = {
         "hive.server2.thrift.bind.host": host,
         "hive.server2.thrift.port": str(port),
-        **server_conf(settings),  # password authentication, when a password file is set
+        **authentication,
         **settings.serve_conf,
     }
     auth = hive_conf.get("hive.server2.authentication", "NONE")
