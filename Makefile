@@ -63,7 +63,7 @@ $(JARS): scripts/jars/pom.xml scripts/jars/s3a/pom.xml scripts/fetch_jars.py $(I
 $(SERVING_JAR): $(wildcard include/lakehouse/*/java/*.java) $(JARS)
 	$(BIN)/python -P -m lakehouse.serving.jvm build
 
-$(CLASS_ARCHIVE): scripts/build_class_archive.py $(JARS)
+$(CLASS_ARCHIVE): scripts/build_class_archive.py $(JARS) $(SERVING_JAR)
 	$(BIN)/python -P scripts/build_class_archive.py
 
 $(COMPOSE_SCHEMA): scripts/fetch_compose_schema.py $(INSTALLED)

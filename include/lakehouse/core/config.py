@@ -176,10 +176,10 @@ class Settings(BaseSettings):
         description="State of the native production topology (`make stack-up`): data, logs, "
         "pids, ports.json and passwords of Kafka, Spark standalone, Postgres and Airflow.",
     )
-    ingest: Literal["files", "kafka", "csv", "parquet", "delta"] = Field(
+    ingest: Literal["files", "kafka", "csv", "parquet", "avro", "delta"] = Field(
         default="files",
         description="Which of a bronze table's alternative sources to read, by kind: landing "
-        "files (JSON lines), kafka, csv, parquet or delta; a table without one of that kind reads "
+        "files (JSON lines), kafka, csv, parquet, avro or delta; a table without one of that kind reads "
         "its first (the IoT pipeline offers files and kafka; generators follow the same switch).",
     )
 

@@ -25,8 +25,8 @@ from typing import TYPE_CHECKING, Any, Literal
 import attrs
 
 from lakehouse import registry
+from lakehouse.spec.durations import ADDED_LATER
 from lakehouse.spec.sources import RESCUED
-from lakehouse.spec.table import ADDED_LATER
 from lakehouse.state import storage
 from lakehouse.state.checkpoints import Checkpoint
 

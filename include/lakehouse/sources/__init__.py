@@ -6,7 +6,7 @@
 ``landing``        landing directories, file listings, ``LandingAccounting``
 ``json_files``     ``JsonFiles``          ``csv_files``      ``CsvFiles``
 ``parquet_files``  ``ParquetFiles``       ``kafka``          ``KafkaTopic``
-``delta_table``    ``DeltaTable``
+``avro_files``     ``AvroFiles``         ``delta_table``    ``DeltaTable``
 =================  =====================================================================
 
 A declaration (``lakehouse.spec``) names its reader (``reader = "module:Class"``), so a kind of

@@ -80,16 +80,30 @@ class ParquetFilesReader(LandingFilesReader):
                 ).fields,
             ]
         )
-        decoder = Decoder(columns, to_arrow_schema(out, timezone="UTC"))
+        decoder = self.decoder(columns, to_arrow_schema(out, timezone="UTC"))
         files = frame.select(CONTENT, *file_metadata(frame))
         return files.mapInArrow(decoder, out).withColumn(INGESTED_AT, F.current_timestamp())
 
+    def decoder(self, columns: tuple[Column, ...], out: pa.Schema) -> Decoder:
+        """What decodes this kind's files on the executors."""
+        return Decoder(columns, out)
+
     def deliver(self, lake: Lake, pipeline: Pipeline, table: Table, name: str, lines: Iterable[str]) -> Path:
-        raise ValueError(f"{table.name} reads Parquet files; generators write lines (JSON, CSV, Kafka)")
+        raise ValueError(
+            f"{table.name} reads {self.decoder((), pa.schema([])).format} files; "
+            "generators write lines (JSON, CSV, Kafka)"
+        )
 
 
 class Decoder:
-    """What runs on the executors: landing files (bytes and metadata) -> bronze rows (Arrow)."""
+    """What runs on the executors: landing files (bytes and metadata) -> bronze rows (Arrow).
+
+    A kind of self-describing file (Avro) is a subclass naming its ``format`` and reading a file
+    into record batches (:meth:`parts`): the contract (columns by name, exact conversions,
+    ``_rescued_data``, parse errors, an unreadable file as one row) is this class's."""
+
+    format = "Parquet"
+    unreadable: tuple[type[Exception], ...] = UNREADABLE  # what reading a damaged file raises
 
     def __init__(self, columns: tuple[Column, ...], out: pa.Schema) -> None:
         self.columns = columns
@@ -106,22 +120,24 @@ class Decoder:
         """One file's rows, then (if its bytes could not all be read) a row saying why."""
         read = 0  # only reading is tried: a fault in decoding is the platform's, not the file's
         try:
-            parts = pq.ParquetFile(pa.BufferReader(content if content is not None else b"")).iter_batches(
-                batch_size=ROWS_PER_BATCH
-            )
-        except UNREADABLE as exc:
-            yield self.error_row(unreadable(exc, read), landed)
+            parts = self.parts(content if content is not None else pa.py_buffer(b""))
+        except self.unreadable as exc:
+            yield self.error_row(unreadable(exc, read, self.format), landed)
             return
         while True:
             try:
                 part = next(parts, None)
-            except UNREADABLE as exc:
-                yield self.error_row(unreadable(exc, read), landed)
+            except self.unreadable as exc:
+                yield self.error_row(unreadable(exc, read, self.format), landed)
                 return
             if part is None:
                 return
             yield self.rows(part, landed)
             read += part.num_rows
+
+    def parts(self, content: pa.Buffer) -> Iterator[pa.RecordBatch]:
+        """A file's rows, :data:`ROWS_PER_BATCH` at a time, with the file's own schema."""
+        return pq.ParquetFile(pa.BufferReader(content)).iter_batches(batch_size=ROWS_PER_BATCH)
 
     def rows(self, part: pa.RecordBatch, landed: pa.RecordBatch) -> pa.RecordBatch:
         """A decoded part of a file as bronze rows. Only the rows with something to say (an
@@ -165,7 +181,7 @@ class Decoder:
         for r, names in missing.items():
             errors[r] = f"missing required field(s): {', '.join(names)}"
         for r in (*wrong, *missing):
-            raw[r] = _json(part.slice(r, 1).to_pylist()[0])  # the row as the file has it
+            raw[r] = json_text(part.slice(r, 1).to_pylist()[0])  # the row as the file has it
         rescued = json_object(kept)
         failed = bool(wrong or missing)
         return self.batch(values, raw if failed else None, errors if failed else None, rescued, landed, n)
@@ -219,7 +235,7 @@ def json_values(values: pa.Array) -> pa.Array:
         for plain, escaped in (("\\", "\\\\"), ('"', '\\"'), ("\n", "\\n"), ("\r", "\\r"), ("\t", "\\t")):
             text = pc.replace_substring(text, plain, escaped)
         return _quoted(text)
-    return pa.array([None if v is None else _json(v) for v in values.to_pylist()], pa.string())
+    return pa.array([None if v is None else json_text(v) for v in values.to_pylist()], pa.string())
 
 
 def json_object(kept: list[tuple[str, pa.Array]]) -> pa.Array | None:
@@ -229,7 +245,7 @@ def json_object(kept: list[tuple[str, pa.Array]]) -> pa.Array | None:
     # ',"key":value' where there is a value, else '' (Arrow's join skipping nulls drops a row
     # whose pieces are all null), then all of a row's pieces, less the first comma
     pieces = [
-        pc.fill_null(pc.binary_join_element_wise(pa.scalar("," + _json(key) + ":"), value, ""), "")
+        pc.fill_null(pc.binary_join_element_wise(pa.scalar("," + json_text(key) + ":"), value, ""), "")
         for key, value in kept
     ]
     joined = pc.binary_join_element_wise(*pieces, "") if len(pieces) > 1 else pieces[0]
@@ -243,12 +259,12 @@ def _quoted(text: pa.Array) -> pa.Array:
     return pc.binary_join_element_wise(pa.scalar('"'), text, pa.scalar('"'), "")
 
 
-def unreadable(exc: Exception, read: int) -> str:
-    """Why a file (or the rest of it, after ``read`` rows) could not be read."""
+def unreadable(exc: Exception, read: int, format: str = "Parquet") -> str:
+    """Why a file (or the rest of it, after ``read`` rows) could not be read as ``format``."""
     reason = f"{type(exc).__name__}: {str(exc).strip()}"
     if read:
-        return f"not readable as Parquet after its first {read:,} rows ({reason})"
-    return f"not a readable Parquet file ({reason}); the file is in no other row"
+        return f"not readable as {format} after its first {read:,} rows ({reason})"
+    return f"not a readable {format} file ({reason}); the file is in no other row"
 
 
 class Converted:
@@ -314,5 +330,6 @@ def _plain(value: Any) -> Any:
     raise TypeError(type(value).__name__)
 
 
-def _json(value: Any) -> str:
+def json_text(value: Any) -> str:
+    """A value as compact JSON (times as ISO text, bytes as base64)."""
     return json.dumps(value, default=_plain, ensure_ascii=False, separators=(",", ":"))

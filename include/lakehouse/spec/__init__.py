@@ -8,8 +8,8 @@ Everything is validated when the objects are built: a mistake is reported on loa
 wrong, where, and how to fix it, never halfway through a stream.
 
 =================  =====================================================================
-``sources``        ``JsonFiles``, ``CsvFiles``, ``ParquetFiles``, ``KafkaTopic``, ``DeltaTable``
-                   (bronze; ``Source``: a kind of your own), ``Lookup`` (reference data)
+``sources``        ``JsonFiles``, ``CsvFiles``, ``ParquetFiles``, ``AvroFiles``, ``KafkaTopic``,
+                   ``DeltaTable`` (bronze; ``Source``: a kind of your own), ``Lookup`` (reference data)
 ``modes``          ``Append``, ``Upsert``, ``Aggregate`` (+ ``Window``), ``Scd1``, ``Scd2``,
                    ``Recompute``: how a table is written
 ``kinds``          ``Ingest``, ``StreamingTable``, ``ApplyChanges``, ``MaterializedView``: a table,
@@ -39,6 +39,7 @@ from lakehouse.spec.modes import (
 )
 from lakehouse.spec.pipeline import Pipeline
 from lakehouse.spec.sources import (
+    AvroFiles,
     Column,
     CsvFiles,
     DeltaTable,
@@ -57,6 +58,7 @@ __all__ = [
     "Aggregate",
     "Append",
     "ApplyChanges",
+    "AvroFiles",
     "ChangeMode",
     "Column",
     "CsvFiles",

@@ -1,4 +1,5 @@
-"""The declaration error and the duration syntax every declaration shares."""
+"""The declaration error, the duration syntax and the added-later field rule every declaration
+shares."""
 
 from __future__ import annotations
 
@@ -10,6 +11,10 @@ from lakehouse.core.errors import UsageError
 _DURATION = re.compile(r"^\s*(\d+)\s*(second|minute|hour|day|week)s?\s*$", re.IGNORECASE)
 _UNIT_SECONDS = {"second": 1, "minute": 60, "hour": 3600, "day": 86400, "week": 604800}
 NAME = re.compile(r"^[a-z][a-z0-9_]*$")
+# Metadata of a declaration field added after tables were deployed with it absent: a code version
+# (``lakehouse.plan.compatibility.code_version``) hashes it only when it is set, so an upgrade
+# does not make every deployed flow's code new.
+ADDED_LATER = "lakehouse_added_later"
 
 
 class SpecError(UsageError):

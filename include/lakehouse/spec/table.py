@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from attrs import field, frozen
 
-from lakehouse.spec.durations import NAME, SpecError, optional_duration, parse_duration
+from lakehouse.spec.durations import ADDED_LATER, NAME, SpecError, optional_duration, parse_duration
 from lakehouse.spec.expectations import Expectation, problems
 from lakehouse.spec.modes import Append, OutputMode, WriteMode
 from lakehouse.spec.sources import ARRIVAL_TIME, INGESTED_AT, PARSE_ERROR, Source, names, sources
@@ -42,10 +42,6 @@ FLOWS: dict[str, str] = {
     "changes": "lakehouse.flows.changes:ChangesFlow",
     "view": "lakehouse.flows.view:ViewFlow",
 }
-# Metadata of a declaration field added after tables were deployed with it absent: a code version
-# (``lakehouse.plan.compatibility.code_version``) hashes it only when it is set, so an upgrade
-# does not make every deployed flow's code new.
-ADDED_LATER = "lakehouse_added_later"
 
 
 def quarantine_name(table: str) -> str:

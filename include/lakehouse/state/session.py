@@ -82,6 +82,10 @@ def spark_conf(settings: Settings) -> dict[str, str]:
         "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
         "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
         "spark.sql.session.timeZone": "UTC",
+        # Several upstreams' watermarks: stateful operators run on the slowest one's (Spark's
+        # default, stated because docs/concepts.md promises it: no upstream's rows dropped as
+        # late because another one ran ahead).
+        "spark.sql.streaming.multipleWatermarkPolicy": "min",
         "spark.sql.shuffle.partitions": str(settings.shuffle_partitions),
         # Small tables: Delta's default 50-way snapshot reconstruction dominates latency.
         "spark.databricks.delta.snapshotPartitions": str(max(2, settings.shuffle_partitions)),

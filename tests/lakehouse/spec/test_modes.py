@@ -8,6 +8,7 @@ from typing import ClassVar
 
 import pytest
 from attrs import frozen
+from pyspark.sql import functions as F
 
 from lakehouse.flows import affected_slice, input_slice
 from lakehouse.slices import Slice
@@ -99,6 +100,37 @@ def test_aggregate_windows_reach_closed_end_and_label() -> None:
     # Modes without windows: their rows read their input at their own time, and are final.
     assert Upsert("k", "v").reads_after == timedelta(0) and Upsert("k", "v").window_label is None
     assert Append().first_affected(T0) == T0 and Append().closed_end(T0) == T0
+
+
+def test_a_window_offset_moves_every_window_start_as_sparks_start_time_does(spark) -> None:
+    """Weeks from Monday: 7-day windows start on Thursdays (the epoch's weekday) unless offset."""
+    weekly, mondays = Window("7 days"), Window("7 days", offset="4 days")
+    wednesday = datetime(2026, 1, 7, 15, 30, tzinfo=UTC)  # hand-checked calendar facts
+    assert weekly.start_of(wednesday) == datetime(2026, 1, 1, tzinfo=UTC)  # a Thursday
+    assert mondays.start_of(wednesday) == datetime(2026, 1, 5, tzinfo=UTC)  # a Monday
+    assert datetime(2026, 1, 1).weekday() == 3 and datetime(2026, 1, 5).weekday() == 0
+    # Spark's own window() with the same arguments (the transform's call) agrees
+    moments = [wednesday, datetime(2026, 1, 5, tzinfo=UTC), datetime(2026, 1, 4, 23, 59, tzinfo=UTC)]
+    for window in (weekly, mondays, Window("1 hour", slide="15 minutes", offset="5 minutes")):
+        frame = spark.createDataFrame([(m,) for m in moments], "at TIMESTAMP")
+        starts = (
+            frame.select(
+                F.col("at"), F.window("at", window.size, window.slide, window.offset).start.alias("s")
+            )
+            .groupBy(F.unix_seconds("at").alias("at"))
+            .agg(F.unix_seconds(F.max("s")).alias("newest"))
+            .collect()
+        )
+        by_spark = {r["at"]: r["newest"] for r in starts}
+        assert by_spark == {int(m.timestamp()): int(window.start_of(m).timestamp()) for m in moments}, window
+    aggregate = Aggregate(mondays)
+    assert aggregate.first_affected(wednesday) == datetime(2026, 1, 5, tzinfo=UTC)
+    # the week from Monday 12th closes when the watermark reaches Monday 19th, not before
+    assert aggregate.closed_end(datetime(2026, 1, 18, 23, tzinfo=UTC)) == datetime(2026, 1, 12, tzinfo=UTC)
+    assert aggregate.closed_end(datetime(2026, 1, 19, 1, tzinfo=UTC)) == datetime(2026, 1, 19, tzinfo=UTC)
+    assert aggregate.window_label == "7 days from 4 days past the epoch"
+    with pytest.raises(SpecError, match="offset '7 days' must be shorter than its slide"):
+        Window("7 days", offset="7 days")
 
 
 def test_slices_ask_the_mode_how_far_a_backfill_reads_and_a_change_reaches() -> None:

@@ -6,7 +6,6 @@ from typing import TYPE_CHECKING, ClassVar
 
 from attrs import field, frozen
 
-from lakehouse.core.times import floor_to
 from lakehouse.spec.durations import SpecError
 from lakehouse.spec.modes.base import Declared, OutputMode, Window, WriteMode
 from lakehouse.spec.sources import names
@@ -67,12 +66,15 @@ class Aggregate(WriteMode):
     def first_affected(self, start: datetime) -> datetime:
         """Every window overlapping ``start``: starting after ``start - size``, slide-aligned."""
         size, slide = self.window.size_delta, self.window.slide_delta
-        return floor_to(start - size + slide, slide)
+        return self.window.start_of(start - size + slide)
 
     def closed_end(self, watermark: datetime) -> datetime:
         """The end of the windows that closed: the first window start still open."""
-        return floor_to(watermark - self.window.size_delta, self.window.slide_delta) + self.window.slide_delta
+        return self.window.start_of(watermark - self.window.size_delta) + self.window.slide_delta
 
     @property
     def window_label(self) -> str:
-        return f"{self.window.size} sliding by {self.window.slide}" if self.window.slide else self.window.size
+        label = (
+            f"{self.window.size} sliding by {self.window.slide}" if self.window.slide else self.window.size
+        )
+        return f"{label} from {self.window.offset} past the epoch" if self.window.offset else label

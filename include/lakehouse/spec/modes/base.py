@@ -5,9 +5,10 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, ClassVar, Literal, Protocol
 
-from attrs import frozen
+from attrs import field, frozen
 
-from lakehouse.spec.durations import SpecError, parse_duration
+from lakehouse.core.times import floor_to
+from lakehouse.spec.durations import ADDED_LATER, SpecError, parse_duration
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -133,14 +134,28 @@ class WriteMode:
 
 @frozen
 class Window:
-    """Event-time window of an aggregate table: ``size`` long, starting every ``slide``."""
+    """Event-time window of an aggregate table: ``size`` long, starting every ``slide``.
+
+    Windows start at the Unix epoch (1970-01-01 00:00 UTC, a Thursday) plus a whole number of
+    slides, as Spark's ``window()`` aligns them: a ``"7 days"`` window starts on Thursdays, a
+    ``"1 day"`` one at midnight UTC. ``offset`` moves every start later by that much, as Spark's
+    ``startTime`` does (``Window("7 days", offset="4 days")``: weeks from Monday 00:00 UTC;
+    ``Window("1 day", offset="22 hours")``: days from 22:00 UTC, midnight at UTC+2). The
+    transform computes its windows with the same arguments:
+    ``F.window(col, w.size, w.slide, w.offset)``."""
 
     size: str
     slide: str | None = None
+    offset: str | None = field(default=None, metadata={ADDED_LATER: True})
 
     def __attrs_post_init__(self) -> None:
         if self.slide_delta > self.size_delta:
             raise SpecError(f"Window slide {self.slide!r} is longer than its size {self.size!r}")
+        if self.offset_delta >= self.slide_delta:
+            raise SpecError(
+                f"Window offset {self.offset!r} must be shorter than its slide "
+                f"{self.slide or self.size!r} (an offset of a whole slide starts the same windows)"
+            )
 
     @property
     def size_delta(self) -> timedelta:
@@ -149,3 +164,11 @@ class Window:
     @property
     def slide_delta(self) -> timedelta:
         return parse_duration(self.slide, "Window.slide") if self.slide else self.size_delta
+
+    @property
+    def offset_delta(self) -> timedelta:
+        return parse_duration(self.offset, "Window.offset") if self.offset else timedelta(0)
+
+    def start_of(self, moment: datetime) -> datetime:
+        """The start of the newest window starting at or before ``moment``."""
+        return floor_to(moment - self.offset_delta, self.slide_delta) + self.offset_delta

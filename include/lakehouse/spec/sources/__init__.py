@@ -5,6 +5,7 @@
 ``json_files``     ``JsonFiles``: JSON-lines landing files
 ``csv_files``      ``CsvFiles``: CSV landing files
 ``parquet_files``  ``ParquetFiles``: Parquet landing files
+``avro_files``     ``AvroFiles``: Avro landing files
 ``kafka``          ``KafkaTopic``: JSON values of Kafka topics
 ``delta_table``    ``DeltaTable``: a Delta table outside the pipeline, as a stream
 ``lookup``         ``Lookup``: reference data
@@ -13,6 +14,7 @@
 A new kind is a :class:`Source` subclass naming its reader (``lakehouse.sources.SourceReader``).
 """
 
+from lakehouse.spec.sources.avro_files import AvroFiles
 from lakehouse.spec.sources.base import (
     ARRIVAL_TIME,
     BRONZE_METADATA,
@@ -50,6 +52,7 @@ __all__ = [
     "RAW_RECORD",
     "RESCUED",
     "SOURCE_FILE",
+    "AvroFiles",
     "Column",
     "CsvFiles",
     "DeltaTable",

@@ -174,7 +174,7 @@ def sources(value: Source | Sequence[Source] | None) -> tuple[Source, ...]:
         if not isinstance(source, Source):
             raise SpecError(
                 f"source {source!r} is not a source declaration: give JsonFiles(...), KafkaTopic(...), "
-                "CsvFiles(...), ParquetFiles(...), DeltaTable(...) or your own lakehouse.spec.Source"
+                "CsvFiles(...), ParquetFiles(...), AvroFiles(...), DeltaTable(...) or your own lakehouse.spec.Source"
             )
     return found
 
