@@ -7,7 +7,7 @@ Why not Spark's ``spark-avro`` reader: like its Parquet reader it applies one sc
 file of a stream, so a field the declaration does not name is dropped silently and a field of
 another type fails the query; Avro files say their own schema (a Kafka Connect sink, Debezium's
 or Spark's own exports), so each is read with it (``fastavro``, every codec Spark and Kafka
-Connect write: null, deflate, snappy, zstandard, bzip2, xz, lz4).
+Connect write: null, deflate, snappy, zstandard, bzip2, xz).
 
 Avro types become Arrow types by the writer schema: ``int``/``long`` -> 32/64-bit integers,
 ``float``/``double``, ``string``/``enum``/``uuid`` -> text, ``bytes``/``fixed`` -> binary,
