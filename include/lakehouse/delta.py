@@ -13,6 +13,15 @@ Two kinds of commit, two retry rules:
   conflict could delete what a concurrent writer just committed. Their callers retry by
   recomputing the rows from fresh inputs (``retry_on_conflict`` around compute-and-commit).
 
+**Fences** (:func:`fence`): whoever takes a flow's lease (a driver, a backfill) first commits
+its lease epoch into each table the flow writes, as a table property (a metadata change, with
+delta-rs: ~50 ms). Delta refuses any transaction that started before a concurrent metadata change
+(``MetadataChangedException``), so a previous holder frozen inside its write (its files written,
+its log commit not yet made) cannot commit when it thaws: the refusal comes from Delta's own
+conflict detection, not from a check the holder passed before it froze. A refused commit then
+asks the store whether the lease is still this process's (``check_fences(confirm=True)``) and
+stops the flow saying so.
+
 (The platform's own small ``ops.*`` tables are appended Spark-free, with delta-rs, by
 ``lakehouse.monitoring.ops_tables``; a stateful backfill's replay writes its scratch output with
 Delta's streaming sink.)
@@ -29,13 +38,15 @@ from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from delta.tables import DeltaTable
+from deltalake import DeltaTable as RsTable
 from pyspark.sql import functions as F
 from pyspark.sql.types import ArrayType, DataType, MapType, StructField, StructType
 
 from lakehouse.core.errors import UsageError
+from lakehouse.monitoring.ops_tables import rs_options, rs_uri
 from lakehouse.monitoring.status import CODE
 from lakehouse.state import storage
-from lakehouse.state.control import check_fences
+from lakehouse.state.control import LeaseLost, check_fences
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -70,9 +81,10 @@ def is_conflict(exc: BaseException) -> bool:
 
 def retry_on_conflict(action: Callable[[], T], what: str) -> T:
     """Run ``action`` (one or more commits), running it again on a Delta conflict; never when this
-    driver's leases may have passed to another (``control.check_fences``: raises ``LeaseLost``)."""
+    driver's leases may have passed to another (``control.check_fences``: raises ``LeaseLost``;
+    before a retry the store is asked, as the conflict may be a successor's fence)."""
     for attempt in range(1, CONFLICT_RETRIES + 1):
-        check_fences()
+        check_fences(confirm=attempt > 1)
         try:
             return action()
         except Exception as exc:
@@ -83,6 +95,31 @@ def retry_on_conflict(action: Callable[[], T], what: str) -> T:
             )
             time.sleep(0.5 * attempt)
     raise AssertionError("unreachable")
+
+
+FENCE = "lakehouse.fence."  # + flow name: the table property holding its lease's latest epoch
+
+
+def fence(path: str, flow: str, epoch: int) -> None:
+    """Commit ``epoch`` of ``flow``'s lease into the table at ``path`` (if it exists), so that
+    every transaction on it that started before is refused by Delta (see the module doc).
+    Raises ``LeaseLost`` if the table already holds a later epoch of the flow: this holder was
+    replaced between taking the lease and fencing."""
+    if not RsTable.is_deltatable(rs_uri(path), storage_options=rs_options(path)):
+        return
+    table = RsTable(rs_uri(path), storage_options=rs_options(path))
+    held = int(table.metadata().configuration.get(FENCE + flow, -1))
+    if held > epoch:
+        raise LeaseLost(
+            f"{path} is fenced by epoch {held} of {flow!r}'s lease; this holder has epoch {epoch}"
+        )
+    table.alter.set_table_properties({FENCE + flow: str(epoch)}, raise_if_not_exists=False)
+
+
+def refused(exc: BaseException) -> bool:
+    """A commit Delta refused because the table's metadata changed under it (a fence, or a schema
+    change: either way the transaction must not be retried blindly)."""
+    return "DELTA_METADATA_CHANGED" in str(exc) or "MetadataChangedException" in str(exc)
 
 
 def nullable(schema: StructType) -> StructType:

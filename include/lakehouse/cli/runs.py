@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.table import Table as RichTable
 
+from lakehouse import writes
 from lakehouse.cli.kit import (
     DATE_FORMATS,
     PipelineArgument,
@@ -92,7 +93,11 @@ def run(
         for name in deployed:
             console.print(f"skipped: {name} is deployed (runs continuously, restarted by the monitor)")
         tables = tuple(t for t in tables if t.name not in deployed)
-    keeper = LeaseKeeper(control, [t.name for t in tables], trigger.value, conf.lease_ttl_seconds, fence)
+    lake = Lake.from_settings(conf)
+    keeper = LeaseKeeper(
+        control, [t.name for t in tables], trigger.value, conf.lease_ttl_seconds, fence,
+        on_acquired=lambda flow, epoch: writes.fence(lake, spec.table(flow), epoch),
+    )  # fmt: skip
     try:
         for skipped in keeper.acquire(skip_held=skip_if_running):
             console.print(f"skipped: {skipped}")
@@ -107,7 +112,7 @@ def run(
     try:
         with shipper:
             spark = spark_session(conf, app_name=f"lakehouse-{pipeline}-{trigger.value}")
-            with StreamRunner(spark, Lake.from_settings(conf), spec) as runner:
+            with StreamRunner(spark, lake, spec) as runner:
                 if trigger is TriggerChoice.incremental:
                     runs = runner.run_incremental(tables)
                 else:

@@ -47,7 +47,7 @@ import time
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from lakehouse import delta
+from lakehouse import delta, writes
 from lakehouse.core.errors import OperationFailed
 from lakehouse.core.lake import Lake
 from lakehouse.flows import NO_BATCH, Flow, kind_of
@@ -59,7 +59,7 @@ from lakehouse.state.checkpoints import Checkpoint
 from lakehouse.state.control import FlowControl, LeaseHeld, LeaseKeeper, PauseTimeout
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping, Sequence
+    from collections.abc import Callable, Mapping, Sequence
 
     from pyspark.sql import SparkSession
 
@@ -96,7 +96,10 @@ def backfill(
     if reset:
         refuse_reset(spark, lake, control, pipeline, names)
     with control.backfill_lock():
-        keeper = take_over(control, names, settings.lease_ttl_seconds, pause_timeout)
+        keeper = take_over(
+            control, names, settings.lease_ttl_seconds, pause_timeout,
+            on_acquired=lambda flow, epoch: writes.fence(lake, pipeline.table(flow), epoch),
+        )  # fmt: skip
         try:
             if reset:
                 archive(spark, lake, pipeline, [t for t, _ in work])
@@ -261,15 +264,22 @@ class Takeover(LeaseKeeper):
     lost: threading.Event
 
 
-def take_over(control: FlowControl, flows: list[str], ttl: float, timeout: float) -> Takeover:
-    """Ask the drivers of ``flows`` to pause them and take their leases once they have."""
+def take_over(
+    control: FlowControl,
+    flows: list[str],
+    ttl: float,
+    timeout: float,
+    on_acquired: Callable[[str, int], None] | None = None,
+) -> Takeover:
+    """Ask the drivers of ``flows`` to pause them and take their leases once they have (fencing
+    each flow's tables with ``on_acquired``, see ``LeaseKeeper``)."""
     lost = threading.Event()
 
     def on_lost(reason: str) -> None:
         log.error("the backfill lost its leases: %s", reason)
         lost.set()
 
-    keeper = Takeover(control, flows, "backfill", ttl, on_lost)
+    keeper = Takeover(control, flows, "backfill", ttl, on_lost, on_acquired)
     keeper.lost = lost
     keeper.request_pauses(flows)
     deadline = time.monotonic() + timeout

@@ -10,6 +10,7 @@ import time
 from typing import TYPE_CHECKING
 
 from lakehouse.quality.gate import Verdict
+from lakehouse.state.control import check_fences
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -55,8 +56,13 @@ def publish(
 ) -> None:
     """Commit ``verdict`` (its kept rows into the table, its rejected ones into the quarantine) as
     ``origin`` says, then append what ``settle`` finds once they are written (timed as
-    ``settled_as``)."""
-    phases.update(writer.write(verdict.kept, verdict.rejected, origin))
+    ``settled_as``). A write that fails asks the store whether this process still holds its
+    flows (``LeaseLost`` if a successor fenced the table: Delta refused the commit)."""
+    try:
+        phases.update(writer.write(verdict.kept, verdict.rejected, origin))
+    except Exception:
+        check_fences(confirm=True)
+        raise
     if settle is not None:
         phases.restart()
         if (found := settle()) is not None:

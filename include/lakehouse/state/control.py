@@ -448,7 +448,9 @@ class LeaseKeeper:
 
     ``on_lost`` is called (once) when a lease cannot be renewed within ``2/3 ttl`` of the last
     renewal, was taken over, or the driver's JVM is gone; the driver must then stop its queries
-    at once. A flow's lease is released as it stops or pauses (:meth:`release`) and taken again
+    at once. ``on_acquired(flow, epoch)`` runs each time a flow's lease is taken, before anything
+    is written for it: the runners fence the flow's tables there (``lakehouse.delta.fence``), so
+    that a commit of a previous holder still in flight is refused by Delta itself. A flow's lease is released as it stops or pauses (:meth:`release`) and taken again
     as it resumes (:meth:`reacquire`); a backfill also keeps its pause requests alive
     (:meth:`request_pauses`). :meth:`close` releases everything.
     """
@@ -460,10 +462,13 @@ class LeaseKeeper:
         trigger: str,
         ttl: float,
         on_lost: Callable[[str], None],
+        on_acquired: Callable[[str, int], None] | None = None,
     ) -> None:
         self.control = control
         self.wanted = list(flows)
         self.flows: list[str] = []
+        self.epochs: dict[str, int] = {}  # the epoch of each lease this keeper took, last grant
+        self.on_acquired = on_acquired
         self.pauses: list[str] = []
         self.ttl = ttl
         self.owner = new_owner()
@@ -490,9 +495,7 @@ class LeaseKeeper:
         self._renewed = time.monotonic()
         for flow in self.wanted:
             try:
-                self.control.acquire(flow, self.owner, self.ttl, self.trigger)
-                with self._lock:
-                    self.flows.append(flow)
+                self._take(flow)
             except LeaseHeld as exc:
                 if not skip_held:
                     for taken in list(self.flows):  # all or none; pause requests stay
@@ -506,13 +509,25 @@ class LeaseKeeper:
     def reacquire(self, flow: str) -> bool:
         """Take ``flow``'s lease again (after a pause); False while someone else holds it."""
         try:
-            self.control.acquire(flow, self.owner, self.ttl, self.trigger)
+            self._take(flow)
         except LeaseHeld:
             return False
-        with self._lock:
-            self.flows.append(flow)
         self._start()
         return True
+
+    def _take(self, flow: str) -> None:
+        """Acquire ``flow``'s lease and fence its tables (``on_acquired``); a fence that fails
+        gives the lease back (nothing may be written unfenced)."""
+        lease = self.control.acquire(flow, self.owner, self.ttl, self.trigger)
+        with self._lock:
+            self.flows.append(flow)
+            self.epochs[flow] = lease.epoch
+        if self.on_acquired is not None:
+            try:
+                self.on_acquired(flow, lease.epoch)
+            except BaseException:
+                self.release(flow)
+                raise
 
     def request_pauses(self, flows: list[str]) -> None:
         """Ask the drivers of ``flows`` to pause them, and keep asking until :meth:`close`."""
@@ -546,14 +561,15 @@ class LeaseKeeper:
         if self._thread.is_alive() and self._thread is not threading.current_thread():
             self._thread.join(timeout=10)
 
-    def check(self) -> None:
+    def check(self, *, confirm: bool = False) -> None:
         """Raise :class:`LeaseLost` when this keeper's leases may belong to someone else. Past
-        2/3 ttl without a renewal (the process was frozen, the store unreachable), renew them
-        first: that succeeds only if nobody took them over meanwhile."""
+        2/3 ttl without a renewal (the process was frozen, the store unreachable), or asked to
+        ``confirm`` (a commit was refused), renew them first: that succeeds only if nobody took
+        them over meanwhile."""
         if self._lost is not None:
             raise LeaseLost(self._lost)
         since = time.monotonic() - self._renewed
-        if not self.flows or since <= self.ttl * 2 / 3:
+        if not self.flows or (since <= self.ttl * 2 / 3 and not confirm):
             return
         try:
             self._renew_all()
@@ -567,12 +583,15 @@ class LeaseKeeper:
             ) from exc
 
     def _renew_all(self) -> None:
+        # the clock read before the requests: a slow store write must not stretch the time this
+        # keeper believes its leases are safe (their expiry was computed before the write too)
+        before = time.monotonic()
         with self._lock:
             for flow in self.flows:
                 self.control.renew(flow, self.owner, self.ttl)
             for flow in self.pauses:
                 self.control.request_pause(flow, self.owner, self.ttl)
-        self._renewed = time.monotonic()
+        self._renewed = before
 
     def _fence(self, reason: str) -> None:
         if self._lost is None:  # once, whether the renewer or a commit found out
@@ -609,11 +628,12 @@ class LeaseKeeper:
 _KEEPERS: weakref.WeakSet[LeaseKeeper] = weakref.WeakSet()
 
 
-def check_fences() -> None:
+def check_fences(*, confirm: bool = False) -> None:
     """Raise :class:`LeaseLost` if a lease keeper of this process is fenced: called before each
-    Delta commit (``lakehouse.delta``), so a driver that may have been replaced never commits."""
+    Delta commit (``lakehouse.delta``), so a driver that may have been replaced never commits.
+    ``confirm``: ask the store now (after a commit was refused: was it a successor's fence?)."""
     for keeper in list(_KEEPERS):
-        keeper.check()
+        keeper.check(confirm=confirm)
 
 
 class DriverSignals:

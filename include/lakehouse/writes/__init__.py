@@ -169,6 +169,15 @@ class ModeWriter:
         )  # fmt: skip
 
 
+def fence(lake: Lake, table: Table, epoch: int) -> None:
+    """Fence every Delta table the flow of ``table`` writes (the table, its quarantine, its change
+    log) with ``epoch`` of the flow's lease, just taken (``lakehouse.delta.fence``)."""
+    # (each key's latest changes beside a change log are not fenced: they are derived from the
+    # log, recomputed when found stale, and their "created, no rows yet" state is version 0)
+    for name in (table.name, table.quarantine, table.changes):
+        delta.fence(lake.table(name), table.name, epoch)
+
+
 @functools.cache
 def _writer_class(reference: str) -> type[ModeWriter]:
     module, _, name = reference.partition(":")

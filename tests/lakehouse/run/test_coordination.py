@@ -123,7 +123,7 @@ def data_commits_of_backfills(spark, path: str) -> list[int]:
         for c in history
         if c.version > 0
         and "lakehouse_stream" not in (c.userMetadata or "")
-        and c.operation != "CREATE TABLE"
+        and c.operation not in ("CREATE TABLE", "SET TBLPROPERTIES")  # (a lease's fence writes no row)
     )
 
 
