@@ -146,10 +146,16 @@ def _run(
     slice_ = Slice(*(datetime.fromisoformat(str(b)) if b else None for b in (intent["start"], intent["end"])))
     code = compatibility.code_version(pipeline, table)
     if resumed and intent.get("code") != code:
-        log.warning(
-            "%s: the interrupted replay ran with code version %s, this one is %s: rows it landed "
-            "that fail now stay in the table", table.name, intent.get("code"), code,
-        )  # fmt: skip
+        # judged again under other code, the rows the interrupted run landed would be settled by
+        # other verdicts: a row landed then and failing now would be in the table and the
+        # quarantine, one failing then and passing now would be marked landed and never written
+        raise UsageError(
+            f"{table.name}: a replay of quarantine version {version} was interrupted after it "
+            f"started writing, under code version {intent.get('code')}; this code is {code}. "
+            "Finishing it under other code could land rows twice or lose them. Put the flow's "
+            "declaration, transforms and expectations back as they were, run `lakehouse replay "
+            f"{pipeline.name} --flow {table.name}` to finish it (it says so), then change the code"
+        )
     rows = _selected(spark, lake, table, version, slice_, intent["reason"] and str(intent["reason"]))
     columns = [c for c in rows.columns if c != ROW_KEY]
     selected = rows.count()

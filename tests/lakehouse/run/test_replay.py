@@ -73,8 +73,18 @@ def test_a_loosened_expectation_lets_its_rows_land_once_even_across_a_crash(
     assert set(ids(spark, quarantine)) == unregistered | out_of_range
     assert FlowControl.of(settings, "iot").pending_replay(SILVER) is not None
 
-    # the next replay finishes it first (the table's commit is not repeated), then replays anew
+    # under other code, finishing it is refused with the way out (it could land or lose rows)
     monkeypatch.setattr(replay_module, "_settle", settle)
+    silver_v3 = evolve(loosened, watermark="7 minutes")  # any change of the flow's code
+    v3 = evolve(iot, tables=[silver_v3 if t.name == SILVER else t for t in iot.tables])
+    assert code_version(v3, silver_v3) != code_version(v2, loosened)
+    with pytest.raises(UsageError, match=r"interrupted after it started writing.*Put the flow's declaration"):
+        replay(spark, settings, v3, SILVER, reason="device_registered")
+    assert sorted(ids(spark, table)) == sorted(before + list(unregistered))  # nothing written
+    assert set(ids(spark, quarantine)) == unregistered | out_of_range
+
+    # the next replay (the code it started with) finishes it first (the table's commit is not
+    # repeated), then replays anew
     [finished, anew] = replay(spark, settings, v2, SILVER, reason="device_registered")
     assert finished.resumed and (finished.selected, finished.landed, finished.still_failing) == (
         len(unregistered), len(unregistered), 0,
