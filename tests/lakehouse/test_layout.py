@@ -63,6 +63,7 @@ TESTED_ELSEWHERE: dict[str, tuple[str, ...]] = {
     "spec.sources.kafka": ("lakehouse/sources/test_kafka.py",),
     "spec.sources.lookup": ("lakehouse/spec/test_spec.py", "pipelines/iot/test_transforms.py"),
     "spec.sources.parquet_files": ("lakehouse/sources/test_parquet_files.py",),
+    "spec.sources.avro_files": ("lakehouse/sources/test_avro_files.py",),
     "state.storage": ("lakehouse/run/test_maintenance.py", "lakehouse/models/test_models.py"),
 }
 
