@@ -105,21 +105,22 @@ def fence(path: str, flow: str, epoch: int) -> None:
     every transaction on it that started before is refused by Delta (see the module doc).
     Raises ``LeaseLost`` if the table already holds a later epoch of the flow: this holder was
     replaced between taking the lease and fencing."""
-    if not RsTable.is_deltatable(rs_uri(path), storage_options=rs_options(path)):
-        return
-    table = RsTable(rs_uri(path), storage_options=rs_options(path))
-    held = int(table.metadata().configuration.get(FENCE + flow, -1))
+    try:
+        if not RsTable.is_deltatable(rs_uri(path), storage_options=rs_options(path)):
+            return
+        table = RsTable(rs_uri(path), storage_options=rs_options(path))
+        held = int(table.metadata().configuration.get(FENCE + flow, -1))
+        if held <= epoch:
+            table.alter.set_table_properties({FENCE + flow: str(epoch)}, raise_if_not_exists=False)
+    except Exception as exc:  # the store, or a table delta-rs cannot write
+        raise UsageError(
+            f"cannot fence {path} with epoch {epoch} of {flow!r}'s lease ({exc}); the flow does not "
+            "start unfenced: check that the store is reachable, then start it again"
+        ) from exc
     if held > epoch:
         raise LeaseLost(
             f"{path} is fenced by epoch {held} of {flow!r}'s lease; this holder has epoch {epoch}"
         )
-    table.alter.set_table_properties({FENCE + flow: str(epoch)}, raise_if_not_exists=False)
-
-
-def refused(exc: BaseException) -> bool:
-    """A commit Delta refused because the table's metadata changed under it (a fence, or a schema
-    change: either way the transaction must not be retried blindly)."""
-    return "DELTA_METADATA_CHANGED" in str(exc) or "MetadataChangedException" in str(exc)
 
 
 def nullable(schema: StructType) -> StructType:

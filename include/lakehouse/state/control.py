@@ -450,9 +450,10 @@ class LeaseKeeper:
     renewal, was taken over, or the driver's JVM is gone; the driver must then stop its queries
     at once. ``on_acquired(flow, epoch)`` runs each time a flow's lease is taken, before anything
     is written for it: the runners fence the flow's tables there (``lakehouse.delta.fence``), so
-    that a commit of a previous holder still in flight is refused by Delta itself. A flow's lease is released as it stops or pauses (:meth:`release`) and taken again
-    as it resumes (:meth:`reacquire`); a backfill also keeps its pause requests alive
-    (:meth:`request_pauses`). :meth:`close` releases everything.
+    that a commit of a previous holder still in flight is refused by Delta itself. A flow's lease
+    is released as it stops or pauses (:meth:`release`) and taken again as it resumes
+    (:meth:`reacquire`); a backfill also keeps its pause requests alive (:meth:`request_pauses`).
+    :meth:`close` releases everything.
     """
 
     def __init__(
@@ -502,6 +503,10 @@ class LeaseKeeper:
                         self.release(taken)
                     raise
                 skipped.append(exc)
+            except BaseException:  # a fence that failed: none is kept
+                for taken in list(self.flows):
+                    self.release(taken)
+                raise
         if self.flows:
             self._start()
         return skipped

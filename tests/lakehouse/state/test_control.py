@@ -183,6 +183,29 @@ def test_keeper_skips_held_flows_when_asked(control: FlowControl) -> None:
     assert control.lease("bronze.device_events") is None, "all or none"
 
 
+def test_keeper_fences_each_flow_it_takes_and_keeps_none_when_a_fence_fails(control: FlowControl) -> None:
+    fenced: list[tuple[str, int]] = []
+    keeper = LeaseKeeper(
+        control, ["bronze.device_events", FLOW], "continuous", 30, lambda _: None,
+        on_acquired=lambda flow, epoch: fenced.append((flow, epoch)),
+    )  # fmt: skip
+    keeper.acquire()
+    assert fenced == [("bronze.device_events", 1), (FLOW, 1)] and keeper.epochs == dict(fenced)
+    keeper.close()
+
+    def unreachable(flow: str, epoch: int) -> None:
+        if flow == FLOW:
+            raise OSError("the store is unreachable")
+
+    failing = LeaseKeeper(
+        control, ["bronze.device_events", FLOW], "continuous", 30, lambda _: None, unreachable
+    )
+    with pytest.raises(OSError, match="unreachable"):
+        failing.acquire()
+    assert control.lease("bronze.device_events") is None and control.lease(FLOW) is None, "none unfenced"
+    assert not failing.flows
+
+
 def test_deployments_reset_the_restart_budget(control: FlowControl) -> None:
     control.record_restart(FLOW)
     control.record_restart(FLOW)
