@@ -23,7 +23,15 @@ def main() -> None:
 
     dag_id, task_id, option = sys.argv[1:4]
     deadline = time.monotonic() + float(sys.argv[4] if len(sys.argv) > 4 else 600)
-    client = TestClient(create_app("core"))
+    while True:  # the app reads the run's database as it starts: busy under load, retried
+        try:
+            client = TestClient(create_app("core"))
+            break
+        except Exception as exc:
+            if time.monotonic() > deadline:
+                raise
+            print(f"starting the API: {exc!r}; retrying", flush=True)
+            time.sleep(1)
 
     def call(method: str, path: str, **kwargs: object) -> dict:
         """The API's answer; a failure (SQLite busy while the run writes, under load) is retried
