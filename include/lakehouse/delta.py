@@ -106,9 +106,10 @@ def fence(path: str, flow: str, epoch: int) -> None:
     Raises ``LeaseLost`` if the table already holds a later epoch of the flow: this holder was
     replaced between taking the lease and fencing."""
     try:
-        if not RsTable.is_deltatable(rs_uri(path), storage_options=rs_options(path)):
+        uri, options = rs_uri(path), rs_options(path)
+        if not RsTable.is_deltatable(uri, storage_options=options):
             return
-        table = RsTable(rs_uri(path), storage_options=rs_options(path))
+        table = RsTable(uri, storage_options=options)
         held = int(table.metadata().configuration.get(FENCE + flow, -1))
         if held <= epoch:
             table.alter.set_table_properties({FENCE + flow: str(epoch)}, raise_if_not_exists=False)

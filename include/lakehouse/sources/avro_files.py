@@ -37,7 +37,7 @@ from lakehouse.sources.parquet_files import (
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
-    from lakehouse.spec.sources import AvroFiles, Column
+    from lakehouse.spec.sources import AvroFiles
 
 # what fastavro raises on a file that is not Avro, is cut short, or holds a block it cannot
 # decode (a codec's own error included: zlib, cramjam, lzma, bz2 raise these or ValueError)
@@ -67,15 +67,6 @@ _LOGICAL: dict[str, pa.DataType] = {
 AS_JSON = pa.string()  # the type of a value no Arrow type of its writer schema holds (see _column)
 
 
-class AvroFilesReader(ParquetFilesReader):
-    """Avro landing files: Parquet's reading (whole files, ``binaryFile``), Avro's decoding."""
-
-    source: AvroFiles  # type: ignore[assignment]
-
-    def decoder(self, columns: tuple[Column, ...], out: pa.Schema) -> Decoder:
-        return AvroDecoder(columns, out)
-
-
 class AvroDecoder(Decoder):
     format = "Avro"
     unreadable = NOT_AVRO
@@ -87,6 +78,13 @@ class AvroDecoder(Decoder):
             schema.get("fields", []) if isinstance(schema, dict) and schema.get("type") == "record" else None
         )
         return _batches(records, fields, schema)
+
+
+class AvroFilesReader(ParquetFilesReader):
+    """Avro landing files: Parquet's reading (whole files, ``binaryFile``), Avro's decoding."""
+
+    source: AvroFiles  # type: ignore[assignment]
+    decoder_class = AvroDecoder
 
 
 def _batches(records: Any, fields: list[dict[str, Any]] | None, schema: Any) -> Iterator[pa.RecordBatch]:
@@ -153,11 +151,10 @@ def _column(values: list[Any], schema: Any) -> pa.Array:
             return pa.array(values, pa.int64()).cast(kind)
         except (pa.ArrowInvalid, pa.ArrowTypeError):
             pass
-    if kind != AS_JSON:
-        try:
-            return pa.array(values, kind)
-        except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, OverflowError):
-            pass
+    try:  # (a union's values of one type in this chunk too: text, or not text, then JSON below)
+        return pa.array(values, kind)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, OverflowError):
+        pass
     return pa.array([None if v is None else _json_text(v) for v in values], AS_JSON)
 
 

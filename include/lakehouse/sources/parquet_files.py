@@ -26,7 +26,7 @@ import base64
 import datetime
 import decimal
 import json
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 import pyarrow as pa
@@ -62,37 +62,6 @@ FILES = "path STRING, modificationTime TIMESTAMP, length BIGINT, content BINARY"
 CONTENT = "content"
 ROWS_PER_BATCH = 65_536  # rows decoded at a time: a large file never sits in memory decoded whole
 UNREADABLE = (pa.ArrowException, OSError, ValueError)  # what Arrow raises for a damaged file
-
-
-class ParquetFilesReader(LandingFilesReader):
-    source: ParquetFiles
-
-    def load(self, reader: DataStreamReader, paths: str | list[str]) -> DataFrame:
-        frame = reader.format("binaryFile").schema(FILES).load(paths)
-        columns = self.source.columns
-        declared = StructType.fromDDL(", ".join(f"`{c.name}` {c.type}" for c in columns))
-        out = StructType(
-            [
-                *declared.fields,
-                *StructType.fromDDL(
-                    f"{RAW_RECORD} STRING, {PARSE_ERROR} STRING, {RESCUED} STRING, "
-                    f"{SOURCE_FILE} STRING, {ARRIVAL_TIME} TIMESTAMP, {FILE_SIZE} BIGINT"
-                ).fields,
-            ]
-        )
-        decoder = self.decoder(columns, to_arrow_schema(out, timezone="UTC"))
-        files = frame.select(CONTENT, *file_metadata(frame))
-        return files.mapInArrow(decoder, out).withColumn(INGESTED_AT, F.current_timestamp())
-
-    def decoder(self, columns: tuple[Column, ...], out: pa.Schema) -> Decoder:
-        """What decodes this kind's files on the executors."""
-        return Decoder(columns, out)
-
-    def deliver(self, lake: Lake, pipeline: Pipeline, table: Table, name: str, lines: Iterable[str]) -> Path:
-        raise ValueError(
-            f"{table.name} reads {self.decoder((), pa.schema([])).format} files; "
-            "generators write lines (JSON, CSV, Kafka)"
-        )
 
 
 class Decoder:
@@ -213,6 +182,33 @@ class Decoder:
             ],
         ]
         return pa.RecordBatch.from_arrays([*values, *tail], schema=self.out)
+
+
+class ParquetFilesReader(LandingFilesReader):
+    source: ParquetFiles
+    decoder_class: ClassVar[type[Decoder]] = Decoder  # what decodes its files on the executors
+
+    def load(self, reader: DataStreamReader, paths: str | list[str]) -> DataFrame:
+        frame = reader.format("binaryFile").schema(FILES).load(paths)
+        columns = self.source.columns
+        declared = StructType.fromDDL(", ".join(f"`{c.name}` {c.type}" for c in columns))
+        out = StructType(
+            [
+                *declared.fields,
+                *StructType.fromDDL(
+                    f"{RAW_RECORD} STRING, {PARSE_ERROR} STRING, {RESCUED} STRING, "
+                    f"{SOURCE_FILE} STRING, {ARRIVAL_TIME} TIMESTAMP, {FILE_SIZE} BIGINT"
+                ).fields,
+            ]
+        )
+        decoder = self.decoder_class(columns, to_arrow_schema(out, timezone="UTC"))
+        files = frame.select(CONTENT, *file_metadata(frame))
+        return files.mapInArrow(decoder, out).withColumn(INGESTED_AT, F.current_timestamp())
+
+    def deliver(self, lake: Lake, pipeline: Pipeline, table: Table, name: str, lines: Iterable[str]) -> Path:
+        raise ValueError(
+            f"{table.name} reads {self.decoder_class.format} files; generators write lines (JSON, CSV, Kafka)"
+        )
 
 
 def json_values(values: pa.Array) -> pa.Array:
