@@ -217,6 +217,22 @@ class Settings(BaseSettings):
         "(spark.driver.maxResultSize): a larger result fails with the reason instead of exhausting the "
         "server's memory for everyone; aggregate, filter or LIMIT it; 0: no cap.",
     )
+    sql_max_result_rows: int = Field(
+        default=1_000_000,
+        ge=0,
+        le=2_000_000_000,
+        description="Rows a statement may return to the SQL server or `lakehouse sql`, counted in the "
+        "server's JVM: a statement with more fails with the reason instead of gathering them in the "
+        "memory every session shares; aggregate, filter or LIMIT it; 0: no cap.",
+    )
+    sql_max_result_bytes: int = Field(
+        default=64 * 1024 * 1024,
+        ge=0,
+        description="Bytes of values (uncompressed: strings as UTF-8, numbers and times 8 bytes each) a "
+        "statement may return to the SQL server or `lakehouse sql`, counted in the server's JVM; 64 MiB "
+        "by default, which the server's 1 GiB driver heap holds several times over (rows as Java "
+        "objects take 2-4 times their bytes); 0: no cap.",
+    )
     sql_grants_file: Path | None = Field(
         default=None,
         description="JSON file of what each SQL login may read, by pipeline, schema or table "
@@ -295,6 +311,8 @@ class Settings(BaseSettings):
         env["LAKEHOUSE_SQL_STATEMENT_TIMEOUT"] = str(self.sql_statement_timeout)
         env["LAKEHOUSE_SQL_STATEMENTS_PER_USER"] = str(self.sql_statements_per_user)
         env["LAKEHOUSE_SQL_MAX_RESULT_MB"] = str(self.sql_max_result_mb)
+        env["LAKEHOUSE_SQL_MAX_RESULT_ROWS"] = str(self.sql_max_result_rows)
+        env["LAKEHOUSE_SQL_MAX_RESULT_BYTES"] = str(self.sql_max_result_bytes)
         if self.serve_conf:
             env["LAKEHOUSE_SERVE_CONF"] = json.dumps(self.serve_conf)
         if self.metastore_uri:

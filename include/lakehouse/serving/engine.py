@@ -50,6 +50,26 @@ FULL_CHECK_SECONDS = 60.0
 # core at Spark's default (one task per core), 1.0-1.5 s at 200 and 0.6-0.9 s at 1,000.
 SHORT_TASKS = 1000
 STATEMENTS_PER_USER = "spark.lakehouse.sql.statementsPerUser"
+MAX_RESULT_ROWS = "spark.lakehouse.sql.maxResultRows"  # ResultCaps.java
+MAX_RESULT_BYTES = "spark.lakehouse.sql.maxResultBytes"
+# The local property that marks a thread's statement as an analyst's (ResultCaps.java); the Thrift
+# server's statements are recognised by their job group.
+STATEMENT_PROPERTY = "lakehouse.sql.statement"
+# What the result caps need of the optimizer and planner (ResultCaps.java wraps each analyst query
+# in a limit of max rows + 1 and checks the rows in the limit's one partition):
+# - Spark drops a limit over a query it proves has no more rows (range(0, n), VALUES, an
+#   aggregate's rows counted at run time): the rows would stay in many partitions, each checked
+#   alone, so neither optimizer may drop one;
+# - an ORDER BY under a limit of k rows is a top-k sort that holds up to 2k rows per task in
+#   memory, unspilled: with k = 1,000,001 a sort of wide rows would exhaust the heap the cap
+#   protects. Above 100,000 rows it is a sort that spills (a LIMIT of the analyst's own up to
+#   that keeps the top-k sort).
+ELIMINATE_LIMITS = "org.apache.spark.sql.catalyst.optimizer.EliminateLimits"
+RESULT_CAP_CONF = {
+    "spark.sql.optimizer.excludedRules": ELIMINATE_LIMITS,
+    "spark.sql.adaptive.optimizer.excludedRules": ELIMINATE_LIMITS,
+    "spark.sql.execution.topKSortFallbackThreshold": "100000",
+}
 # The JDK's XML parsers fetch no external DTD, entity, schema or stylesheet a document names:
 # xpath_string('<!DOCTYPE a SYSTEM "http://host/x.dtd"><a/>', '/a') made the server connect to
 # host (a request on the analyst's behalf; with file: URLs, a file-existence oracle). Whatever
@@ -72,7 +92,9 @@ def serving_settings(
     Derby's log out of the working directory. JVM logging is quieter (``log4j2.properties``).
     Statements share the cores fairly (``fairscheduler.xml``); the server cancels one that
     runs longer than ``sql_statement_timeout``, fails one whose result exceeds
-    ``sql_max_result_mb`` and refuses a user's statement beyond ``sql_statements_per_user``.
+    ``sql_max_result_mb`` (compressed, as Spark's tasks send it), ``sql_max_result_rows`` or
+    ``sql_max_result_bytes`` (uncompressed values, counted in the JVM: ``ResultCaps.java``) and
+    refuses a user's statement beyond ``sql_statements_per_user``.
     ``system_properties`` become ``-D`` options of the driver JVM. Users' ``LAKEHOUSE_SPARK_CONF``
     still wins.
     """
@@ -94,6 +116,8 @@ def serving_settings(
         # the server's memory is everyone's: a result too large fails alone (statements.py says so)
         "spark.driver.maxResultSize": f"{settings.sql_max_result_mb}m",
         STATEMENTS_PER_USER: str(settings.sql_statements_per_user),  # StatementLimit.java
+        MAX_RESULT_ROWS: str(settings.sql_max_result_rows),
+        MAX_RESULT_BYTES: str(settings.sql_max_result_bytes),
         **(
             {"spark.sql.thriftServer.queryTimeout": f"{settings.sql_statement_timeout}s"}
             if settings.sql_statement_timeout
@@ -109,6 +133,12 @@ def serving_settings(
         # stay loadable. (Under spark-submit, pass --driver-class-path the same way.)
         conf["spark.driver.extraClassPath"] = os.pathsep.join(str(j) for j in jars(settings))
     conf.update(settings.spark_conf)
+    for key, value in RESULT_CAP_CONF.items():
+        if key.endswith("excludedRules"):  # the operator's own exclusions stay
+            listed = [r.strip() for r in conf.get(key, "").split(",") if r.strip()]
+            conf[key] = ",".join(listed if value in listed else [*listed, value])
+        else:
+            conf.setdefault(key, value)
     base = spark_conf(settings).get("spark.sql.extensions")
     conf.update(read_only_conf(conf.get("spark.sql.extensions", base), allow_writes=allow_writes))
     return settings.model_copy(update={"spark_conf": conf})
@@ -193,6 +223,7 @@ class LocalEngine:
         context, tag = self.analyst.sparkContext, f"lakehouse-sql-{uuid.uuid4().hex}"
         context.setInterruptOnCancel(True)
         context.addJobTag(tag)
+        context.setLocalProperty(STATEMENT_PROPERTY, tag)  # an analyst's: its result is capped
         expired = threading.Event()
 
         def cancel() -> None:
@@ -220,6 +251,7 @@ class LocalEngine:
             if timer is not None:
                 timer.cancel()
             context.removeJobTag(tag)
+            context.setLocalProperty(STATEMENT_PROPERTY, None)
         columns = [list(c.to_pylist()) for c in table.columns]
         rows = list(zip(*columns, strict=True)) if columns else []
         truncated = bool(max_rows) and len(rows) > max_rows

@@ -51,10 +51,14 @@ def build_jar(destination: Path) -> Path:
     with tempfile.TemporaryDirectory() as classes:
         subprocess.run(["javac", "--release", "17", "-cp", classpath, "-d", classes, *sources], check=True)
         destination.parent.mkdir(parents=True, exist_ok=True)
-        with zipfile.ZipFile(destination, "w", zipfile.ZIP_DEFLATED) as jar:
+        # written beside it, then renamed over it: a running JVM reads classes from the jar it
+        # opened as it needs them, and one rewritten in place under it fails to load the next
+        partial = destination.with_name(f".{destination.name}.partial")
+        with zipfile.ZipFile(partial, "w", zipfile.ZIP_DEFLATED) as jar:
             jar.writestr("META-INF/MANIFEST.MF", "Manifest-Version: 1.0\n")
             for path in sorted(Path(classes).rglob("*.class")):
                 jar.write(path, path.relative_to(classes).as_posix())
+        partial.replace(destination)
     return destination
 
 

@@ -159,9 +159,11 @@ def serve(
                 raise ServeError(f"the Thrift server did not listen on {host}:{port} within 120 s")
             log.info(
                 "serving %s (authentication %s, %s, catalog refresh every %.0f s; per statement: "
-                "timeout %s s, result %s MiB, %s at once per user; 0: unlimited)",
+                "timeout %s s, result %s rows, %s bytes of values, %s MiB compressed, %s at once per "
+                "user; 0: unlimited)",
                 jdbc_url(host, port), auth, "WRITES ALLOWED" if allow_writes else "read-only", refresh_seconds,
-                settings.sql_statement_timeout, settings.sql_max_result_mb, settings.sql_statements_per_user,
+                settings.sql_statement_timeout, settings.sql_max_result_rows, settings.sql_max_result_bytes,
+                settings.sql_max_result_mb, settings.sql_statements_per_user,
             )  # fmt: skip
             print(f"lakehouse serve: ready on {jdbc_url(host, port)}", flush=True)
             due = time.monotonic() + refresh_seconds

@@ -493,7 +493,8 @@ public final class ReadOnlySqlExtension extends AbstractFunction1<SparkSessionEx
       return readOnly && !TRUSTED.contains(session); // trust may be granted after the first parse
     }
 
-    private LogicalPlan guard(LogicalPlan plan) {
+    /** {@code statement}: a statement's text (parsePlan*), not a view's (parseQuery). */
+    private LogicalPlan guard(LogicalPlan plan, boolean statement) {
       StatementLimit.enter(session); // every session, read-only or not
       if (readOnly()) {
         String shortTasks = pristineConf.get(LEAF_PARALLELISM);
@@ -509,6 +510,9 @@ public final class ReadOnlySqlExtension extends AbstractFunction1<SparkSessionEx
           // made DESCRIBE HISTORY of a 20-version table take 10-24 s instead of about 1 s
           session.sessionState().conf().setConfString(
               LEAF_PARALLELISM, String.valueOf(session.sparkContext().defaultParallelism()));
+        }
+        if (statement) {
+          return ResultCaps.cap(session, plan); // an analyst's query: its result is capped
         }
       }
       return plan;
@@ -539,17 +543,17 @@ public final class ReadOnlySqlExtension extends AbstractFunction1<SparkSessionEx
 
     @Override
     public LogicalPlan parsePlan(String sqlText) throws ParseException {
-      return guard(delegate.parsePlan(sqlText));
+      return guard(delegate.parsePlan(sqlText), true);
     }
 
     @Override
     public LogicalPlan parsePlanWithParameters(String sqlText, ParameterContext context) throws ParseException {
-      return guard(delegate.parsePlanWithParameters(sqlText, context));
+      return guard(delegate.parsePlanWithParameters(sqlText, context), true);
     }
 
     @Override
     public LogicalPlan parseQuery(String sqlText) throws ParseException {
-      return guard(delegate.parseQuery(sqlText));
+      return guard(delegate.parseQuery(sqlText), false);
     }
 
     @Override
