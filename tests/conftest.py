@@ -162,6 +162,58 @@ def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> 
 def pytest_configure(config: pytest.Config) -> None:
     if not hasattr(config, "workerinput") and UNITS not in os.environ:  # the controller, before workers
         os.environ[UNITS] = str(Path(tempfile.mkdtemp(prefix="lakehouse-test-units-")) / "units.json")
+        config.stash[_RUN_DIR] = Path(os.environ[UNITS]).parent
+
+
+def run_dir() -> Path:
+    """A directory every process of this pytest run shares (the controller's and its workers'),
+    for what is built once per run (see :func:`once_per_run`)."""
+    return Path(os.environ[UNITS]).parent
+
+
+@contextlib.contextmanager
+def once_per_run(name: str) -> Iterator[bool]:
+    """Hold the run-wide lock of ``name``; yields whether this process comes first (nothing was
+    marked done under ``name`` yet). The body marks it done by creating ``run_dir() / name``."""
+    import fcntl
+
+    with (run_dir() / f"{name}.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield not (run_dir() / name).exists()
+
+
+# Per unit of work, the seconds its tests took (setup, call and teardown, on their worker), printed
+# at the end of a run: where a run's time goes, and LONGEST_FIRST's order to keep true.
+_RUN_DIR = pytest.StashKey[Path]()
+_UNIT_SECONDS: dict[str, float] = {}
+_UNITS_SEEN: dict[str, str] = {}
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    if not _UNITS_SEEN and UNITS in os.environ and Path(os.environ[UNITS]).exists():
+        _UNITS_SEEN.update(json.loads(Path(os.environ[UNITS]).read_text()))
+    unit = _UNITS_SEEN.get(report.nodeid, report.nodeid.split("::", 1)[0])
+    _UNIT_SECONDS[unit] = _UNIT_SECONDS.get(unit, 0.0) + report.duration
+
+
+def pytest_terminal_summary(terminalreporter, config: pytest.Config) -> None:
+    if hasattr(config, "workerinput") or not _UNIT_SECONDS:
+        return
+    total = sum(_UNIT_SECONDS.values())
+    terminalreporter.section(f"slowest units of work ({total:,.0f} worker-s in all)")
+    for unit, seconds in sorted(_UNIT_SECONDS.items(), key=lambda kv: -kv[1])[:20]:
+        terminalreporter.write_line(f"{seconds:8.1f} s  {unit}")
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """The controller, last: stop what was started once for the whole run, remove its directory."""
+    shared = config.stash.get(_RUN_DIR, None)
+    if shared is None:
+        return
+    for stop in sorted(shared.glob("*.stop.json")):
+        with contextlib.suppress(Exception):
+            _stop_shared(json.loads(stop.read_text()))
+    shutil.rmtree(shared, ignore_errors=True)
 
 
 # --------------------------------------------------------------------------- test tiers
@@ -434,15 +486,29 @@ def stack():
         stop()
 
 
-@pytest.fixture(scope="session")
-def object_store(tmp_path_factory: pytest.TempPathFactory):
-    """A real S3-compatible server (S3Proxy on 127.0.0.1, ``lakehouse.platform.objectstore``),
-    started once per worker and shared by every test that puts something on a store."""
+def _stop_shared(state: dict[str, Any]) -> None:
+    """Stop a service :func:`object_store` started for the whole run (see pytest_unconfigure)."""
     from lakehouse.platform.objectstore import ObjectStore
 
-    started = ObjectStore.start(tmp_path_factory.mktemp("objectstore"))
-    yield started
-    started.stop()
+    ObjectStore.of(Path(state["home"])).stop()
+
+
+@pytest.fixture(scope="session")
+def object_store():
+    """A real S3-compatible server (S3Proxy on 127.0.0.1, ``lakehouse.platform.objectstore``),
+    started once per run by the first worker that needs it and shared by every test that puts
+    something on a store (each in a bucket or folder of its own); the controller stops it at the
+    end of the run."""
+    from lakehouse.platform.objectstore import ObjectStore
+
+    home = run_dir() / "objectstore"
+    with once_per_run("objectstore.stop.json") as first:
+        if first:
+            ObjectStore.start(home)
+            (run_dir() / "objectstore.stop.json").write_text(json.dumps({"home": str(home)}))
+        store = ObjectStore.of(home)
+    assert store.answers(), f"the run's S3Proxy does not answer (log {home / 's3proxy.log'})"
+    return store
 
 
 @pytest.fixture
@@ -473,17 +539,22 @@ if "AIRFLOW_HOME" not in os.environ:
 
 
 @pytest.fixture(scope="session")
-def migrated_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """An Airflow metadata DB (SQLite), migrated once per session."""
-    home = tmp_path_factory.mktemp("airflow-template")
-    result = subprocess.run(
-        [str(Path(sys.executable).parent / "airflow"), "db", "migrate"],
-        env={**os.environ, "AIRFLOW_HOME": str(home), "AIRFLOW__CORE__LOAD_EXAMPLES": "False"},
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+def migrated_db() -> Path:
+    """An Airflow metadata DB (SQLite), migrated once per run (by the first worker that needs
+    it); tests copy it (``airflow_home``)."""
+    home = run_dir() / "airflow-template"
+    with once_per_run("airflow-template.done") as first:
+        if first:
+            home.mkdir(exist_ok=True)
+            result = subprocess.run(
+                [str(Path(sys.executable).parent / "airflow"), "db", "migrate"],
+                env={**os.environ, "AIRFLOW_HOME": str(home), "AIRFLOW__CORE__LOAD_EXAMPLES": "False"},
+                capture_output=True,
+                text=True,
+                timeout=600,
+            )
+            assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+            (run_dir() / "airflow-template.done").touch()
     return home / "airflow.db"
 
 
