@@ -99,8 +99,24 @@ class OverviewCollector:
         )
         for broken in self.overview.get("broken", []):
             not_loaded.add_metric([broken["name"]], 1.0)
+        sql_up = GaugeMetricFamily(
+            "lakehouse_sql_endpoint_up",
+            "1 while the SQL endpoint answers, 0 while `lakehouse serve` restarts it, it starts, or "
+            "its supervisor is gone (the state as the cockpit shows it).",
+            labels=["endpoint", "state"],
+        )
+        sql_restarts = GaugeMetricFamily(
+            "lakehouse_sql_endpoint_restarts",
+            "Servers `lakehouse serve` started again after one died, since it started.",
+            labels=["endpoint"],
+        )
+        for endpoint in self.overview.get("sql_endpoints", []):
+            sql_up.add_metric([endpoint["url"], endpoint["state"]], 1.0 if endpoint["up"] else 0.0)
+            sql_restarts.add_metric([endpoint["url"]], float(endpoint["restarts"]))
         yield state
         yield not_loaded
+        yield sql_up
+        yield sql_restarts
         yield from gauges.values()
         yield model_version
         yield from table_gauges.values()

@@ -27,6 +27,7 @@ from lakehouse.monitoring.progress import PHASES, ProgressLog
 from lakehouse.monitoring.status import CODE_HISTORY, code_of, code_versions, table_stats
 from lakehouse.orchestration import operations
 from lakehouse.quality.results import QualityLog
+from lakehouse.serving.status import endpoints
 from lakehouse.spec.table import QUARANTINE_REASONS as FAILED
 from lakehouse.state.control import FlowControl
 
@@ -205,7 +206,8 @@ def overview(
 ) -> dict[str, Any]:
     """Every pipeline's flows (state, lag, rates, drops), quality verdicts and recent alerts; the
     pipelines that cannot be loaded (``failures``), each with the error its Airflow import error
-    shows; and the platform's version (the page's footer)."""
+    shows; the SQL endpoints' state (an outage while ``lakehouse serve`` restarts a dead server);
+    and the platform's version (the page's footer)."""
     now = now or datetime.now(UTC)
     reads = Reads(settings, since=now - max(operations.HISTORY, RECENT))
     return {
@@ -213,6 +215,7 @@ def overview(
         "version": __version__,
         "pipelines": [_summary(settings, p, reads, now) for p in pipelines.values()],
         "broken": [{"name": f.name, "file": f.file, "message": f.message} for f in failures],
+        "sql_endpoints": endpoints(settings, now),
     }
 
 

@@ -28,6 +28,7 @@ from lakehouse.serving.engine import require_read_only, serving_session, sync_ca
 from lakehouse.serving.grants import SYSTEM_PROPERTY, GrantsError, Publisher
 from lakehouse.serving.jvm import trust
 from lakehouse.serving.passwords import PasswordError, server_conf
+from lakehouse.serving.status import HEARTBEAT_SECONDS, StatusRecorder
 from lakehouse.state import storage
 
 if TYPE_CHECKING:
@@ -220,39 +221,58 @@ def supervise(
     first in each server process (logging). A server that cannot start (:class:`ServeError`)
     is not retried: the error is raised here."""
     spawn = multiprocessing.get_context("spawn")  # a fresh interpreter: no py4j state of the last one
+    recorder = StatusRecorder(settings, jdbc_url(host, port), host, port)  # the cockpit shows it
     started = 0
-    while not stop.is_set():
-        if started:
-            deadline = time.monotonic() + RESTART_PORT_WAIT
-            while not port_is_free(host, port) and time.monotonic() < deadline and not stop.wait(0.2):
-                pass
-        receive, send = spawn.Pipe(duplex=False)
-        child = spawn.Process(
-            target=_serve_process,
-            args=(settings, host, port, refresh_seconds, allow_writes, setup, send),
-            name="lakehouse-serve",
-        )
-        child.start()
-        started += 1
-        send.close()
-        while child.is_alive() and not stop.wait(0.5):
-            pass
-        if stop.is_set():
-            child.terminate()  # SIGTERM: it stops its server and Spark
-            child.join(120)
-            if child.is_alive():
-                child.kill()
-            return
-        child.join()
-        try:
-            failure = receive.recv() if receive.poll() else None
-        except EOFError:  # it ended without a word: it died
-            failure = None
-        if failure is not None:
-            raise ServeError(failure)
-        if child.exitcode == 0:
-            return  # stopped by a signal to the whole group (Ctrl-C)
-        log.error("the SQL server's process ended (exit code %s): starting it again", child.exitcode)
+    try:
+        while not stop.is_set():
+            if started:
+                deadline = time.monotonic() + RESTART_PORT_WAIT
+                while not port_is_free(host, port) and time.monotonic() < deadline and not stop.wait(0.2):
+                    pass
+            receive, send = spawn.Pipe(duplex=False)
+            child = spawn.Process(
+                target=_serve_process,
+                args=(settings, host, port, refresh_seconds, allow_writes, setup, send),
+                name="lakehouse-serve",
+            )
+            child.start()
+            started += 1
+            send.close()
+            if started == 1:
+                recorder.state("starting")
+            beat = time.monotonic()
+            while child.is_alive() and not stop.wait(0.5):
+                if recorder.status.state != "up" and not port_is_free(host, port):
+                    recorder.state("up")  # it answers (its "ready" line follows at once)
+                    beat = time.monotonic()
+                elif time.monotonic() - beat >= HEARTBEAT_SECONDS:
+                    recorder.beat()
+                    beat = time.monotonic()
+            if stop.is_set():
+                child.terminate()  # SIGTERM: it stops its server and Spark
+                child.join(120)
+                if child.is_alive():
+                    child.kill()
+                recorder.state("stopped", "stopped by its operator")
+                return
+            child.join()
+            try:
+                failure = receive.recv() if receive.poll() else None
+            except EOFError:  # it ended without a word: it died
+                failure = None
+            if failure is not None:
+                recorder.state("stopped", failure)
+                raise ServeError(failure)
+            if child.exitcode == 0:
+                recorder.state("stopped", "stopped by a signal")
+                return  # stopped by a signal to the whole group (Ctrl-C)
+            reason = f"the server's process ended (exit code {child.exitcode})"
+            recorder.state("restarting", reason)
+            log.error("the SQL server's process ended (exit code %s): starting it again", child.exitcode)
+    except BaseException as exc:
+        if recorder.status.state != "stopped":
+            recorder.state("stopped", f"lakehouse serve ended: {exc or type(exc).__name__}")
+        raise
 
 
 def _serve_process(

@@ -192,6 +192,29 @@ def test_prometheus_exposition_parses_with_a_value_per_flow(tmp_path: Path, iot:
     assert value("lakehouse_table_quarantine_rows", table=SILVER) == 3
     assert value("lakehouse_table_quality_failures", table=SILVER) == 1
     assert value("lakehouse_flow_model_version", flow="gold.device_anomaly_scores", model="iot_anomaly") == 2
+    assert ("lakehouse_sql_endpoint_up", ()) not in samples  # no endpoint recorded its state
+
+
+def test_a_sql_endpoint_being_restarted_shows_on_the_overview_and_in_prometheus(tmp_path: Path) -> None:
+    from lakehouse.serving.status import StatusRecorder
+
+    conf = Settings(root=str(tmp_path / "lake"))
+    url = "jdbc:hive2://127.0.0.1:10000/default"
+    recorder = StatusRecorder(conf, url, "127.0.0.1", 10000)
+    recorder.state("up")
+    recorder.state("restarting", "the server's process ended (exit code 3)")
+    overview = views.overview(conf, {})
+    [endpoint] = overview["sql_endpoints"]
+    assert (endpoint["url"], endpoint["state"], endpoint["restarts"]) == (url, "restarting", 1)
+    assert endpoint["reason"] == "the server's process ended (exit code 3)"
+    text = metrics.exposition(overview, {}).decode()
+    samples = {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+    }
+    assert samples[("lakehouse_sql_endpoint_up", (("endpoint", url), ("state", "restarting")))] == 0
+    assert samples[("lakehouse_sql_endpoint_restarts", (("endpoint", url),))] == 1
 
 
 def test_a_table_card_says_which_code_versions_wrote_which_table_versions(

@@ -212,26 +212,44 @@ def test_statements_that_would_exhaust_the_server_are_refused_and_a_dead_jvm_is_
     ):
         with pytest.raises(OperationalError, match="partition counts are the server's to choose"):
             served.query(sql)
+    from lakehouse.core.config import Settings
+    from lakehouse.serving.status import endpoints
+
+    def status() -> dict:  # the endpoint's state as the cockpit and Prometheus show it
+        conf = Settings(root=served.env["LAKEHOUSE_ROOT"])
+        return next(e for e in endpoints(conf) if e["url"] == served.url)
+
+    before = status()
+    assert before["state"] == "up", before
     jvms = [p for p in psutil.Process(served.process.pid).children(recursive=True) if p.name() == "java"]
     assert len(jvms) == 1, jvms
     ready_lines = served.log.read_text(errors="replace").count("lakehouse serve: ready on")
     killed = time.monotonic()
     jvms[0].kill()  # as the kernel's OOM killer would
-    restarting = None
+    restarting = outage = None
     deadline = killed + 240
     while time.monotonic() < deadline:
         text = served.log.read_text(errors="replace")
         if restarting is None and re.search(r"starting\s+it\s+again", text):  # the log wraps lines
             restarting = time.monotonic() - killed
+        if outage is None and status()["state"] == "restarting":
+            outage = time.monotonic() - killed
         if text.count("lakehouse serve: ready on") > ready_lines:
             break
         time.sleep(0.5)
     else:
         raise AssertionError(f"not serving again 240 s after its JVM died:\n{served.log_tail()}")
     print(
-        f"JVM killed: restart began after {restarting:.1f} s, serving after {time.monotonic() - killed:.1f} s"
+        f"JVM killed: restart began after {restarting:.1f} s, shown as an outage after {outage:.1f} s, "
+        f"serving after {time.monotonic() - killed:.1f} s"
     )
     assert restarting is not None and restarting < 10, served.log_tail()
+    assert outage is not None and outage < 10, "the cockpit did not show the outage"
+    settled = time.monotonic() + 10  # the supervisor looks at the port every half second
+    while (after := status())["state"] != "up" and time.monotonic() < settled:
+        time.sleep(0.5)
+    assert (after["state"], after["restarts"]) == ("up", before["restarts"] + 1), after
+    assert after["outages"][-1]["ended"] is not None and "exit code" in after["outages"][-1]["reason"]
     tables = {"device_type_stats", "device_status"}
     assert served.wait_for_tables("gold", tables) >= tables
     [(devices,)] = served.query("SELECT count(*) FROM gold.device_status")
