@@ -124,3 +124,42 @@ def test_the_cli_refuses_a_computed_table_before_spark_starts(monkeypatch, tmp_p
         assert result.exit_code == 0 and "--reason" in result.output
     finally:
         settings.cache_clear()
+
+
+@pytest.mark.slow  # a long Spark scenario (tests/conftest.py: test tiers)
+def test_a_replay_beside_the_running_stream_lands_each_row_once(
+    spark, lake: Lake, iot: Pipeline, live
+) -> None:
+    """The stream of silver keeps running (and quarantining under its own, stricter code) while a
+    replay under the loosened expectation lands what the quarantine held: every event once, in
+    silver or its quarantine, as the generator's record says."""
+    landing = Landing(lake, iot)
+    options = {"unregistered_fraction": 0.1, "out_of_range_fraction": 0.05, "malformed_fraction": 0.0}
+    first = generate(landing, events=200, seed=41, start=START, end=START + timedelta(minutes=20),
+                     file_prefix="first", **options)  # fmt: skip
+    flows = live(lake, iot, ["bronze.device_events", SILVER], interval="1 second")
+    flows.settle()
+    settings = Settings(root=lake.root)
+    silver = iot.table(SILVER)
+    loosened = evolve(silver, expectations=[e for e in silver.expectations if e.label != "device_registered"])
+    v2 = evolve(iot, tables=[loosened if t.name == SILVER else t for t in iot.tables])
+
+    # a second wave lands as the replay starts: the stream takes it beside the replay
+    second = generate(landing, events=200, seed=42, start=START + timedelta(minutes=20),
+                      end=START + timedelta(minutes=40), file_prefix="second", write_registry=False, **options)  # fmt: skip
+    during = replay(spark, settings, v2, SILVER, reason="device_registered")
+    flows.settle()
+    after = replay(
+        spark, settings, v2, SILVER, reason="device_registered"
+    )  # what the stream quarantined since
+
+    unregistered = set(first.rejected_ids["unregistered"]) | set(second.rejected_ids["unregistered"])
+    out_of_range = set(first.rejected_ids["out_of_range"]) | set(second.rejected_ids["out_of_range"])
+    everything = set(first.event_ids) | set(second.event_ids)
+    assert len(set(first.rejected_ids["unregistered"])) >= 10 and set(second.rejected_ids["unregistered"])
+    landed = ids(spark, lake.table(SILVER))
+    assert len(landed) == len(set(landed)), "a row landed twice"
+    assert set(landed) == everything - out_of_range, "silver: every event the loosened code accepts, once"
+    assert set(ids(spark, lake.table(silver.quarantine))) == out_of_range
+    assert sum(r.landed for r in during + after) == len(unregistered)
+    assert all(not r.resumed for r in during + after)
