@@ -12,6 +12,7 @@ backfill lock), and a running stream's appends do not conflict with it.
 from __future__ import annotations
 
 import functools
+import logging
 import operator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -29,6 +30,9 @@ if TYPE_CHECKING:
     from lakehouse.core.lake import Lake
     from lakehouse.spec import Pipeline, Table
     from lakehouse.spec.sources import Column
+
+
+log = logging.getLogger("lakehouse.rescue")
 
 
 @dataclass(frozen=True)
@@ -67,7 +71,7 @@ def rescue(spark: SparkSession, settings: Settings, lake: Lake, pipeline: Pipeli
         declared = [c for c in table.source.columns if c.name in keys]
         if not declared:
             return Rescue(table.name, {}, {}, None)
-        _add_missing_columns(spark, path, existing.columns, declared)
+        _add_missing_columns(spark, path, declared)
         value = {c.name: _kept_value(c) for c in declared}
         # kept beside a value of the column: the exact value the column holds with less precision
         # (a Parquet timestamp[ns]), not one to fill
@@ -136,10 +140,28 @@ def _remaining(value: dict[str, SparkColumn]) -> SparkColumn:
     return F.when(F.size(left) > 0, F.to_json(left))
 
 
-def _add_missing_columns(spark: SparkSession, path: str, existing: list[str], declared: list[Column]) -> None:
-    """Add to the table the declared columns no write has added yet (the stream adds them on its
-    first batch with the new schema)."""
-    missing = [c for c in declared if c.name not in existing]
-    if missing:
+# What a schema change meets when a writer changed the schema meanwhile: the column it adds is
+# there now, or Delta refuses the commit over the concurrent metadata change.
+SCHEMA_RACES = ("FIELD_ALREADY_EXISTS", "DELTA_METADATA_CHANGED", "MetadataChangedException")
+
+
+def _add_missing_columns(spark: SparkSession, path: str, declared: list[Column], attempts: int = 5) -> None:
+    """Add to the table the declared columns no write has added yet. The running stream adds them
+    on its first batch with the new schema, possibly while the rescue runs: the schema is read
+    again before each attempt, and a column that appeared meanwhile is left as the stream made it."""
+    from py4j.protocol import Py4JJavaError
+    from pyspark.errors import AnalysisException
+
+    for attempt in range(1, attempts + 1):
+        current = spark.read.format("delta").load(path).columns
+        missing = [c for c in declared if c.name not in current]
+        if not missing:
+            return
         columns = ", ".join(f"{_quoted(c.name)} {c.type}" for c in missing)
-        spark.sql(f"ALTER TABLE delta.`{path}` ADD COLUMNS ({columns})")
+        try:
+            spark.sql(f"ALTER TABLE delta.`{path}` ADD COLUMNS ({columns})")
+            return
+        except (AnalysisException, Py4JJavaError) as exc:
+            if attempt == attempts or not any(race in str(exc) for race in SCHEMA_RACES):
+                raise
+            log.info("%s: its schema changed as the rescue added %s; reading it again", path, columns)

@@ -85,3 +85,35 @@ def test_a_field_kept_in_rescued_data_is_planned_then_filled_once_declared(
     again = rescue(spark, conf, lake, evolved, evolved.table(BRONZE))
     assert again.version is None and not any(again.filled.values()), "a second rescue changes nothing"
     assert again.unconverted == {"floor": 1}
+
+
+@pytest.mark.slow  # a long Spark scenario (tests/conftest.py: test tiers)
+def test_a_rescue_beside_the_running_stream_fills_each_row_once(
+    spark, read, lake: Lake, iot: Pipeline, iot_landing: Landing, live
+) -> None:
+    """Bronze's stream keeps appending (under the code that declares the field) while the rescue
+    rewrites the rows that came before: every line once, each with its value, as written."""
+    before = [line(n, origin=f"room-{n}") for n in range(20)]
+    iot_landing.write_lines(BRONZE, "before.json", [json.dumps(r) for r in before])
+    with StreamRunner(spark, lake, iot) as runner:
+        runner.run_incremental(iot.select([BRONZE]))
+    bronze = iot.table(BRONZE)
+    declared = [evolve(s, schema=f"{s.schema}, origin STRING") for s in bronze.sources]
+    evolved = evolve(
+        iot, tables=[evolve(bronze, source=declared) if t.name == BRONZE else t for t in iot.tables]
+    )
+    flows = live(lake, evolved, [BRONZE], interval="1 second")
+    during = [line(n, origin=f"room-{n}") for n in range(20, 40)]
+    iot_landing.write_lines(BRONZE, "during.json", [json.dumps(r) for r in during])  # as the rescue starts
+    conf = Settings(root=lake.root, spark_master="local[2]", shuffle_partitions=2)
+    done = rescue(spark, conf, lake, evolved, evolved.table(BRONZE))
+    after = [line(n, origin=f"room-{n}") for n in range(40, 50)]
+    iot_landing.write_lines(BRONZE, "after.json", [json.dumps(r) for r in after])
+    flows.settle()
+
+    rows = read(lake, BRONZE).select("event_id", "origin", RESCUED).collect()
+    assert sorted(r.event_id for r in rows) == sorted(r["event_id"] for r in before + during + after)
+    assert {r.event_id: (r.origin, r[RESCUED]) for r in rows} == {
+        r["event_id"]: (r["origin"], None) for r in before + during + after
+    }
+    assert done.filled == {"origin": 20}, done
