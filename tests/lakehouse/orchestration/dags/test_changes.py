@@ -1,6 +1,6 @@
-"""The reset and replay DAGs: what they run, as the CLI parses it (their end-to-end runs are the
-CLI's, tested in tests/lakehouse/run/test_replay.py and test_failures.py; a reset's spark-submit
-under real Airflow runs in the deploy DAG's approval test, tests/.../dags/test_streams.py)."""
+"""The reset and replay DAGs: what they run, as the CLI parses it (the reset DAG's end-to-end run
+under real Airflow is the end of the deploy DAG's approval test, tests/.../dags/test_streams.py;
+replay's is the CLI's, tests/lakehouse/run/test_replay.py)."""
 
 from __future__ import annotations
 

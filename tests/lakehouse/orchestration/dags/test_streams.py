@@ -245,13 +245,15 @@ def request_seen(operator: subprocess.Popen[str]) -> dict[str, Any]:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(1500)  # three DAG runs with drivers: 8 minutes on a machine loaded to 10
 def test_a_deploy_plans_first_and_an_incompatible_change_waits_for_approval_then_resets(
     spark, airflow_run, dag_env: dict[str, str], iot: Pipeline, reap_drivers, truth_of_landing
 ) -> None:
     """The deployed checkpoints were written by other code: the gold aggregate with one more key
     (the declared code's key is a change of state) and a status transform that differs only in
     its code (compatible). The deploy DAG plans, asks an operator, deploys nothing on *Reject*,
-    and on *Approve* resets and rebuilds the aggregate with the declared code, then deploys."""
+    and on *Approve* resets and rebuilds the aggregate with the declared code, then deploys.
+    Then the reset DAG (the cockpit's "reset") starts the running aggregate over once more."""
     from attrs import evolve
 
     from lakehouse.run.stream import StreamRunner
@@ -310,3 +312,24 @@ def test_a_deploy_plans_first_and_an_incompatible_change_waits_for_approval_then
     assert rebuilt == {key: n for key, (n, *_) in truth.type_stats.items()}, (
         "the declared key, counted by hand"
     )
+
+    # the reset DAG end to end, as the cockpit's "reset" button triggers it: the deployed aggregate
+    # stops, starts over from its input with the declared code, and runs again
+    before = control.running(STATS)
+    assert before is not None, "the approved deploy runs the aggregate"
+    run = airflow_run("iot_reset", {"flows": [STATS], "downstream": False})
+    assert run.state == "success", run.output[-6000:]
+    assert {t: run.task(t)["state"] for t in ("stop", "rebuild", "redeploy")} == dict.fromkeys(
+        ("stop", "rebuild", "redeploy"), "success"
+    )
+    assert list(run.value("stop")) == [STATS], run.value("stop")  # deployed: its interval kept
+    [message] = run.value("redeploy").values()
+    assert message.startswith("running: driver pid"), message
+    again = control.running(STATS)
+    assert again is not None and again.pid != before.pid, "a new driver runs it"
+    assert len(list((Path(lake.root) / "archive").iterdir())) == 2, "the reset archived the table again"
+    restarted = {
+        (r["window_start"].replace(tzinfo=UTC), r["device_type"]): r["events"]
+        for r in table(lake, STATS).to_dicts()
+    }
+    assert restarted == {key: n for key, (n, *_) in truth.type_stats.items()}, "rebuilt from its input"
