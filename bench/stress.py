@@ -6,19 +6,22 @@ against a real continuous driver (``lakehouse run iot --trigger continuous``, a 
 - ``land``: an hour of generated traffic (late events within the watermark, retried duplicates,
   malformed lines, events the expectations quarantine);
 - ``too_late``: a few events 15 to 60 minutes behind the latest, beyond the watermark;
-- ``kill``: SIGKILL of the driver's process group (Python and JVM), either at once or while a
-  micro-batch is in flight (an offset is logged and its commit is not: the Delta commit of the
-  batch is being written or about to be);
-- ``restart``: a new driver, resuming from the checkpoints;
+- ``kill``: SIGKILL of the driver's process group (Python and JVM), either between commits (at a
+  random moment after one) or while a micro-batch is in flight (an offset is logged and its
+  commit is not: the Delta commit of the batch is being written or about to be); a backfill
+  running then is waited for first (joined), so that kills are not skipped;
+- ``restart``: a new driver, resuming from the checkpoints (after a running backfill, likewise);
 - ``backfill``: what the scheduled ``iot_backfill`` DAG runs (every flow, ``--downstream``) over
   a random day, in this process, while the driver streams, lags behind, and new hours, late and
   too-late events keep landing: the flows pause for it (``lakehouse.run.coordination``).
 
-At the end every flow drains, then the verdict: every landing line once in bronze or its
-quarantine; every valid event id exactly once in silver, except events that came too late
-(dropped by the watermark, counted in ``ops.stream_progress``, unless a backfill of their hour
-restored them); every rejected event once in silver's quarantine; each gold table equal to a
-batch recompute from silver.
+At the end every flow drains, then the verdict, against an oracle of its own
+(``bench/stress_oracle.py``: plain Python from the producers' record of what they wrote, the
+generator's ``Summary`` and this script's too-late events, never from a table or the platform's
+plan): every landed line exactly once in bronze or its quarantine, by identity; silver's rows and
+values; silver's quarantine; each gold table recomputed by hand. Events beyond the watermark may
+be missing from silver only as counted late drops (``ops.stream_progress``), and must be there
+when a backfill of their day started after they landed.
 
 With ``--store`` the lake and the control plane live on an S3-compatible server (S3Proxy on
 127.0.0.1, started for the run): every kill, restart and backfill then goes through S3A, the
@@ -50,9 +53,12 @@ from lakehouse import registry
 from lakehouse.core.lake import Lake
 from lakehouse.monitoring.ops_tables import read_table
 from lakehouse.plan.generators import Landing
-from lakehouse.spec import Upsert, quarantine_name
+from lakehouse.spec import quarantine_name
 from lakehouse.state import objects
 from pipelines.iot.generator import device_name, generate, registry_csv
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # the oracle beside this file
+import stress_oracle as oracle
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -68,6 +74,7 @@ LAKEHOUSE = Path(sys.executable).parent / "lakehouse"
 START = datetime(2026, 3, 1, tzinfo=UTC)
 SILVER, BRONZE = "silver.device_events", "bronze.device_events"
 GOLD = ("gold.device_type_stats", "gold.device_status")
+SCORES = "gold.device_anomaly_scores"
 
 
 @dataclass
@@ -75,18 +82,26 @@ class Figures:
     seed: int
     steps: int = 0
     kills: int = 0
-    kills_in_flight: int = 0
+    kills_in_flight: int = 0  # while a micro-batch had logged its offsets and not its commit
+    kills_between: int = 0  # between commits
+    kills_after_a_backfill: int = 0  # that waited for a running backfill first
     restarts: int = 0
     backfills: int = 0
     files: int = 0
     lines: int = 0
     events: int = 0
     too_late_sent: int = 0
-    too_late_restored_or_kept: int = 0
+    too_late_restored_by_backfill: int = 0  # must be in silver: a backfill of their day came after
+    too_late_kept_by_stream: int = 0  # in silver though no backfill had to restore them
+    too_late_dropped: int = 0
     late_drops_counted: int = 0
     bronze_rows: int = 0
+    bronze_quarantined: int = 0
     silver_rows: int = 0
-    quarantined: int = 0
+    silver_quarantined: int = 0
+    gold_windows: int = 0
+    gold_devices: int = 0
+    unscored_left_out: int = 0  # restored by a backfill into silver, absent from the scores' quarantine
     seconds: float = 0.0
     violations: list[str] = field(default_factory=list)
 
@@ -165,11 +180,6 @@ def _last(directory: str) -> int | None:
     return max((int(name) for name in objects.names(directory) if name.isdigit()), default=None)
 
 
-def _ids(lake: Lake, table: str) -> list[str]:
-    df = read_table(lake.table(table))
-    return [] if df.is_empty() else df["event_id"].to_list()
-
-
 def _height(lake: Lake, table: str) -> int:
     return read_table(lake.table(table)).height
 
@@ -186,9 +196,8 @@ class Script:
         self.driver = Driver(lake, tuple(self.pipeline.table_names), logs)
         self.hours = 0
         self.latest = START
-        self.valid: set[str] = set()
-        self.rejected: dict[str, set[str]] = {}
-        self.too_late: set[str] = set()
+        self.record = oracle.Record()  # what was produced, as the producers recorded it
+        self.too_late: dict[str, datetime] = {}  # too-late event id -> its time
         self.backfill_thread: threading.Thread | None = None
         self.backfill_error: list[str] = []
 
@@ -208,36 +217,39 @@ class Script:
         self.figures.files += len(summary.files)
         self.figures.lines += summary.lines
         self.figures.events += summary.events
-        self.valid |= summary.valid_ids
-        for kind, ids in summary.rejected_ids.items():
-            self.rejected.setdefault(kind, set()).update(ids)
+        self.record.events.extend(summary.records)
+        self.record.malformed.update(summary.malformed_lines)
+        for path, lines in summary.landed.items():
+            self.record.landed[str(path)] = lines
 
     def send_too_late(self) -> None:
         rows = []
         for _ in range(self.rng.randint(1, 4)):
             event_id = f"too-late-{uuid.UUID(int=self.rng.getrandbits(128))}"
             when = self.latest - timedelta(minutes=self.rng.uniform(15, 60))
-            rows.append(
-                json.dumps(
-                    {
-                        "event_id": event_id,
-                        "device": device_name(4 * self.rng.randrange(5) + 3),
-                        "device_type": "humidity",
-                        "signal": 50.0,  # registered, within the sensor's range
-                        "event_time": when.strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
-                    }
-                )
-            )
-            self.too_late.add(event_id)
-        self.landing.write_lines(BRONZE, f"too-late-{len(self.too_late):05d}.json", rows)
+            event = {
+                "event_id": event_id,
+                "device": device_name(4 * self.rng.randrange(5) + 3),
+                "device_type": "humidity",
+                "signal": 50.0,  # registered, within the sensor's range
+                "event_time": when.strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
+            }
+            rows.append(json.dumps(event))
+            self.record.events.append(event)
+            self.record.too_late.add(event_id)
+            self.too_late[event_id] = when
+        path = self.landing.write_lines(BRONZE, f"too-late-{len(self.too_late):05d}.json", rows)
+        self.record.landed[str(path)] = rows
         self.figures.files += 1
         self.figures.lines += len(rows)
         self.figures.events += len(rows)
         self.figures.too_late_sent += len(rows)
 
     def kill(self, in_flight: bool) -> None:
-        """SIGKILL once the driver runs its queries: at a random moment, or while a micro-batch
-        is in flight (new data is landed first, so that there is one)."""
+        """SIGKILL once the driver runs its queries: at a random moment after a commit, or while
+        a micro-batch is in flight (new data is landed first, so that there is one). A running
+        backfill is waited for first (the flows are paused for it: there would be nothing to hit)."""
+        self.figures.kills_after_a_backfill += self.join_backfill()
         if in_flight:
             self.land()
         began, since = time.monotonic(), self._commits()
@@ -247,11 +259,14 @@ class Script:
             time.sleep(0.01)
         if not in_flight:
             time.sleep(self.rng.uniform(0, 2))
-        self.figures.kills_in_flight += self.driver.in_flight()
+        hit = self.driver.in_flight()
         self.driver.kill()
         self.figures.kills += 1
+        self.figures.kills_in_flight += hit
+        self.figures.kills_between += not hit
 
     def restart(self) -> None:
+        self.join_backfill()  # the backfill holds the flows: the monitor leaves them to it
         self.driver.start()
         self.figures.restarts += 1
 
@@ -265,6 +280,9 @@ class Script:
         day = self.rng.randrange(0, self.hours // 24 + 1)
         slice_ = Slice(START + timedelta(days=day), START + timedelta(days=day + 1))
         settings = Settings(root=self.lake.root, lease_ttl_seconds=30)
+        # landed before it started: it reads them (it catches the streams up first), so it
+        # restores those of its day the stream dropped
+        self.record.restored |= {i for i, t in self.too_late.items() if slice_.start <= t < slice_.end}
 
         def run() -> None:
             try:
@@ -277,10 +295,13 @@ class Script:
         self.figures.backfills += 1
 
     # ------------------------------------------------------------------ waiting
-    def join_backfill(self) -> None:
+    def join_backfill(self) -> bool:
+        """Wait for the running backfill; whether one was running."""
+        running = self.backfill_thread is not None and self.backfill_thread.is_alive()
         if self.backfill_thread is not None:
             self.backfill_thread.join()
             self.backfill_thread = None
+        return running
 
     def settle(self, timeout: float = 600) -> None:
         """Wait until the (restarted if dead) driver runs every flow and has carried every landed
@@ -321,20 +342,19 @@ class Script:
 
     # ------------------------------------------------------------------ the run
     def applicable(self) -> dict[str, int]:
-        """Actions that make sense now, with their weights (like Spark's stress test)."""
+        """Actions that make sense now, with their weights (like Spark's stress test). A kill or
+        a restart while a backfill runs waits for it (``join_backfill``)."""
         busy = self.backfill_thread is not None and self.backfill_thread.is_alive()
         actions = {"land": 3, "too_late": 1}
-        if self.driver.alive:
-            actions["kill"] = 3
-        elif not busy:  # the backfill holds the flows: the monitor leaves them to it
-            actions["restart"] = 3
+        actions["kill" if self.driver.alive else "restart"] = 4
         if not busy:
             actions["backfill"] = 2
         return actions
 
     def run(self, steps: int, progress: bool = False) -> Figures:
         began = time.monotonic()
-        self.landing.write_reference("devices", registry_csv(20))
+        self.record.registry = registry_csv(20)
+        self.landing.write_reference("devices", self.record.registry)
         for _ in range(3):
             self.land()
         self.restart()
@@ -366,68 +386,36 @@ class Script:
 
     # ------------------------------------------------------------------ the verdict
     def verify(self) -> None:
+        """The tables against the oracle of the producers' record (``stress_oracle``)."""
         from lakehouse.monitoring.progress import ProgressLog
 
-        violations = self.figures.violations
-        violations.extend(self.backfill_error)
-        bronze_q = _height(self.lake, quarantine_name(BRONZE))
-        self.figures.bronze_rows = _height(self.lake, BRONZE)
-        if self.figures.bronze_rows + bronze_q != self.figures.lines:
-            violations.append(
-                f"bronze {self.figures.bronze_rows} + quarantine {bronze_q} != lines {self.figures.lines}"
-            )
-        silver = _ids(self.lake, SILVER)
-        self.figures.silver_rows = len(silver)
-        if len(set(silver)) != len(silver):
-            violations.append(f"silver holds {len(silver) - len(set(silver))} duplicate event id(s)")
-        expected = self.valid | self.too_late
-        if extra := set(silver) - expected:
-            violations.append(f"{len(extra)} unexpected id(s) in silver, e.g. {sorted(extra)[:3]}")
-        missing = expected - set(silver)
-        if lost := missing - self.too_late:
-            violations.append(f"{len(lost)} valid event(s) lost from silver, e.g. {sorted(lost)[:3]}")
-        self.figures.too_late_restored_or_kept = len(self.too_late & set(silver))
-        totals = ProgressLog(self.lake).totals("iot").get(SILVER, {})
-        self.figures.late_drops_counted = totals.get("dropped_late", 0)
-        if len(missing & self.too_late) > self.figures.late_drops_counted:
-            violations.append(
-                f"{len(missing & self.too_late)} too-late event(s) missing, only "
-                f"{self.figures.late_drops_counted} late drop(s) counted"
-            )
-        quarantined = _ids(self.lake, quarantine_name(SILVER))
-        self.figures.quarantined = len(quarantined) + bronze_q
-        rejected = {i for kind, ids in self.rejected.items() if kind != "far_future" for i in ids}
-        if sorted(quarantined) != sorted(rejected):
-            violations.append(
-                f"silver quarantine: {len(quarantined)} rows ({len(set(quarantined))} ids), "
-                f"expected the {len(rejected)} rejected events once each"
-            )
-        if bronze_q != len(self.rejected.get("far_future", ())):
-            violations.append(
-                f"bronze quarantine {bronze_q} != far-future events {len(self.rejected.get('far_future', ()))}"
-            )
-        violations.extend(gold_differences(self.spark, self.lake, self.pipeline))
+        def rows(name: str) -> list[dict[str, Any]]:
+            return read_table(self.lake.table(name)).to_dicts()
 
-
-def gold_differences(spark: SparkSession, lake: Lake, pipeline: Pipeline) -> list[str]:
-    """Each gold table against a batch recompute from silver with the same plan (empty: equal)."""
-    from pyspark.testing import assertDataFrameEqual
-
-    from lakehouse.flows import build
-    from lakehouse.writes.upsert import latest_per_key
-
-    out = []
-    for name in GOLD:
-        table = pipeline.table(name)
-        expected = build(spark, lake, pipeline, table, streaming=False)
-        if isinstance(table.write, Upsert):
-            expected = latest_per_key(expected, table.keys, table.write.sequence_by)
-        actual = spark.read.format("delta").load(lake.table(name)).select(*expected.columns)
-        try:
-            assertDataFrameEqual(actual, expected, checkRowOrder=False, rtol=1e-9)
-        except AssertionError as exc:
-            out.append(f"{name} differs from a batch recompute: {str(exc)[:1500]}")
-    return out
+        tables = oracle.Tables(
+            bronze=rows(BRONZE), bronze_quarantine=rows(quarantine_name(BRONZE)), silver=rows(SILVER),
+            silver_quarantine=rows(quarantine_name(SILVER)), type_stats=rows(GOLD[0]), status=rows(GOLD[1]),
+            scores=rows(SCORES), scores_quarantine=rows(quarantine_name(SCORES)),
+        )  # fmt: skip
+        figures = self.figures
+        figures.late_drops_counted = (
+            ProgressLog(self.lake).totals("iot").get(SILVER, {}).get("dropped_late", 0)
+        )
+        violations, truth = oracle.differences(
+            self.record, tables, datetime.now(UTC), figures.late_drops_counted
+        )
+        figures.violations.extend(self.backfill_error)
+        figures.violations.extend(violations)
+        figures.bronze_rows, figures.bronze_quarantined = len(tables.bronze), len(tables.bronze_quarantine)
+        figures.silver_rows, figures.silver_quarantined = len(tables.silver), len(tables.silver_quarantine)
+        figures.gold_windows, figures.gold_devices = len(tables.type_stats), len(tables.status)
+        figures.unscored_left_out = len(truth.unscored_left_out)
+        sent = self.record.too_late
+        figures.too_late_restored_by_backfill = len(sent & self.record.restored)
+        figures.too_late_dropped = len(truth.dropped_late)
+        figures.too_late_kept_by_stream = (
+            len(sent) - len(sent & self.record.restored) - len(truth.dropped_late)
+        )
 
 
 def stress(spark: SparkSession, root: str, steps: int, seed: int, events_per_hour: int = 150,

@@ -7,7 +7,9 @@ sensor's range), and events the pipeline's expectations reject: unregistered dev
 missing device, a signal outside the sensor's physical range, an event time decades ahead (a
 device with a broken clock). The same seed and options give the same files; the returned
 summary says how many of each were written (and which event ids were rejected, by kind), so
-tests can check that every line is accounted for.
+tests can check that every line is accounted for; it also records what was written: each
+event's values, each landed file's lines, which lines are malformed (an oracle of its own for
+``bench/stress.py``).
 
 With ``anomaly_fraction`` it also injects what the anomaly model should find (each event starts
 one with that chance): an in-range spike (above the normal range, below the alert threshold),
@@ -21,7 +23,7 @@ from __future__ import annotations
 
 import json
 import random
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -57,16 +59,18 @@ class Summary:
     event_ids: list[str] = field(default_factory=list)  # every event, valid or not
     rejected_ids: dict[str, list[str]] = field(default_factory=dict)  # invalid events by kind
     anomalies: dict[str, str] = field(default_factory=dict)  # event id -> kind of anomaly (ground truth)
+    records: list[dict[str, Any]] = field(default_factory=list)  # every event's values as written, in order
+    landed: dict[str, list[str]] = field(default_factory=dict)  # each landed file (as delivered) -> its lines
+    malformed_lines: list[str] = field(default_factory=list)  # the lines written broken on purpose
     first_event_time: str | None = None
     last_event_time: str | None = None
 
     def as_dict(self, with_ids: bool = False) -> dict[str, Any]:
-        data = asdict(self)
-        if not with_ids:
-            data.pop("event_ids")
-            data.pop("rejected_ids")
-            data["anomalies"] = len(self.anomalies)
-        return data
+        if with_ids:
+            return asdict(self)
+        record = ("event_ids", "rejected_ids", "records", "landed", "malformed_lines")  # not copied
+        data = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in record}
+        return {**data, "files": list(self.files), "anomalies": len(self.anomalies)}
 
     @property
     def valid_ids(self) -> set[str]:
@@ -197,6 +201,7 @@ def generate(
         lines.append(line)
         summary.events += 1
         summary.event_ids.append(event["event_id"])
+        summary.records.append(event)
         if anomaly is not None:
             summary.anomalies[event["event_id"]] = anomaly
         if invalid is not None:
@@ -210,6 +215,7 @@ def generate(
             lines.append(pending.pop(0)[1])
         if rng.random() < malformed_fraction:
             lines.append(malformed(rng, event, wrong_type=("signal", "high"), missing="event_time"))
+            summary.malformed_lines.append(lines[-1])
             summary.malformed += 1
     lines.extend(line for _, line in pending)
     summary.lines = len(lines)
@@ -218,6 +224,7 @@ def generate(
     prefix = file_prefix or f"events-{start:%Y%m%dT%H%M%S}-{seed}"
     for k, chunk in enumerate(chunks(lines, files)):
         summary.files.append(str(landing.write_lines(SOURCE, f"{prefix}-{k:04d}.json", chunk)))
+        summary.landed.setdefault(summary.files[-1], []).extend(chunk)  # one topic for every chunk
     if write_registry or summary.anomalies:
         append_labels(landing, summary.anomalies)
     return summary
