@@ -74,9 +74,12 @@ _COMMIT_JSON = re.compile(r"\d{20}\.json")
 
 def is_conflict(exc: BaseException) -> bool:
     """A concurrent-modification conflict that the Delta protocol asks writers to retry
-    (pyspark wraps Delta's exceptions: match on the message)."""
+    (pyspark wraps Delta's exceptions: match on the message). A concurrent metadata change is
+    one too: a column added meanwhile (``lakehouse rescue`` beside the running stream) must not
+    stop the stream, and a successor's fence is one, which :func:`retry_on_conflict` confirms
+    with the store before it retries."""
     text = str(exc)
-    return "Concurrent" in text or "DELTA_CONCURRENT" in text
+    return "Concurrent" in text or "DELTA_CONCURRENT" in text or "DELTA_METADATA_CHANGED" in text
 
 
 def retry_on_conflict(action: Callable[[], T], what: str) -> T:
