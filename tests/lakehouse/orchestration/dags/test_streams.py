@@ -71,6 +71,7 @@ def land(lake: Lake, iot: Pipeline, wave: int) -> Summary:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(1500)  # 459 s in a fresh-clone run; over 900 s when the machine was shared
 @pytest.mark.parametrize("topology", ["stack"], indirect=True)
 def test_deploy_monitor_kill_restart_stop(
     topology, topology_run, iot: Pipeline, poll, reap_drivers, truth_of_landing
