@@ -17,6 +17,7 @@ import operator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from lakehouse import delta
 from lakehouse.core.errors import OperationFailed
 from lakehouse.spec.sources import RESCUED
 from lakehouse.state import storage
@@ -140,11 +141,6 @@ def _remaining(value: dict[str, SparkColumn]) -> SparkColumn:
     return F.when(F.size(left) > 0, F.to_json(left))
 
 
-# What a schema change meets when a writer changed the schema meanwhile: the column it adds is
-# there now, or Delta refuses the commit over the concurrent metadata change.
-SCHEMA_RACES = ("FIELD_ALREADY_EXISTS", "DELTA_METADATA_CHANGED", "MetadataChangedException")
-
-
 def _add_missing_columns(spark: SparkSession, path: str, declared: list[Column], attempts: int = 5) -> None:
     """Add to the table the declared columns no write has added yet. The running stream adds them
     on its first batch with the new schema, possibly while the rescue runs: the schema is read
@@ -162,6 +158,7 @@ def _add_missing_columns(spark: SparkSession, path: str, declared: list[Column],
             spark.sql(f"ALTER TABLE delta.`{path}` ADD COLUMNS ({columns})")
             return
         except (AnalysisException, Py4JJavaError) as exc:
-            if attempt == attempts or not any(race in str(exc) for race in SCHEMA_RACES):
+            # the column is there now, or Delta refused the commit over a concurrent change
+            if attempt == attempts or not (delta.is_conflict(exc) or "FIELD_ALREADY_EXISTS" in str(exc)):
                 raise
             log.info("%s: its schema changed as the rescue added %s; reading it again", path, columns)
