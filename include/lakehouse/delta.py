@@ -3,6 +3,12 @@ conflict retries.
 
 Two kinds of commit, two retry rules:
 
+Every commit is described by one explicit value, a :class:`Commit` (what it is, the code version
+and lease epoch of its writer, and for a stream's batch its query and batch ids), handed to the
+function that makes it, as delta-rs hands a ``CommitProperties``: nothing travels in context
+variables. Its ``userMetadata`` records all of it, so a table's history says which code and
+which lease wrote each version.
+
 - **Stream commits** (:func:`append_once`, :func:`once`) are identified by the query id (stable
   across restarts from one checkpoint) and the batch id, so a batch replayed after a crash is
   skipped instead of written twice: each commit records the pair in its ``userMetadata``, and
@@ -29,12 +35,13 @@ Delta's streaming sink.)
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import re
 import time
+import warnings
 from contextlib import AbstractContextManager, contextmanager
-from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from delta.tables import DeltaTable
@@ -65,11 +72,47 @@ _TXN_APP = "spark.databricks.delta.write.txnAppId"
 _TXN_VERSION = "spark.databricks.delta.write.txnVersion"
 _USER_METADATA = "spark.databricks.delta.commitInfo.userMetadata"
 STREAM_COMMIT = "lakehouse_stream"  # userMetadata key of a stream's append: the query id
-# The code version (``lakehouse.plan.compatibility.code_version``) of the flow committing in this
-# thread (a stream's foreachBatch) or process (a backfill, see :func:`written_by`).
-CODE_VERSION: ContextVar[str | None] = ContextVar("lakehouse_code_version", default=None)
+EPOCH = "epoch"  # userMetadata key: the writer's lease epoch
 _COMMIT_FILE = re.compile(r"\d{20}\.")
 _COMMIT_JSON = re.compile(r"\d{20}\.json")
+
+
+@dataclasses.dataclass(frozen=True)
+class Commit:
+    """One commit, as its writer describes it (delta-rs's ``CommitProperties``): passed to the
+    function that commits, recorded in the commit's ``userMetadata``.
+
+    ``app_id`` and ``batch``: a stream's query id and batch id (or a replay's), which make the
+    commit exactly once; ``replay_possible``: whether this batch can be one already committed (the
+    first a query runs after it started). ``code_version``
+    (``lakehouse.plan.compatibility.code_version``) and ``epoch`` (the writer's lease epoch: Delta
+    refuses a deposed holder's commit through the table's fence, see :func:`fence`; the commit
+    records which grant wrote it)."""
+
+    what: str
+    code_version: str | None = None
+    epoch: int | None = None
+    app_id: str | None = None
+    batch: int | None = None
+    replay_possible: bool = True
+
+    def user_metadata(self) -> str:
+        """What the commit records: a stream's marker, the code version, the lease epoch."""
+        recorded: dict[str, str | int] = {}
+        if self.app_id is not None:
+            assert self.batch is not None, f"{self.what}: a stream commit names its batch"
+            recorded.update({STREAM_COMMIT: self.app_id, "batch": self.batch})
+        if self.code_version:
+            recorded[CODE] = self.code_version
+        if self.epoch is not None:
+            recorded[EPOCH] = self.epoch
+        return json.dumps(recorded)
+
+    def of(self, what: str, *, app_suffix: str = "") -> Commit:
+        """The same writer's commit of another table (a quarantine, a change log): ``app_suffix``
+        keeps a second commit into the same table apart from the first."""
+        app_id = None if self.app_id is None else self.app_id + app_suffix
+        return dataclasses.replace(self, what=what, app_id=app_id)
 
 
 def is_conflict(exc: BaseException) -> bool:
@@ -213,9 +256,17 @@ def clear_uncommitted_log(spark: SparkSession, path: str) -> None:
 
 
 def append_once(
-    df: DataFrame, path: str, *, app_id: str, version: int, what: str, replay_possible: bool = True
+    df: DataFrame,
+    path: str,
+    commit: Commit | None = None,
+    *,
+    app_id: str | None = None,
+    version: int | None = None,
+    what: str | None = None,
+    replay_possible: bool = True,
 ) -> None:
-    """Append ``df`` exactly once per (``app_id``, ``version``): a replayed batch is skipped.
+    """Append ``df`` exactly once per stream batch (``commit``'s ``app_id`` and ``batch``): a
+    replayed batch is skipped.
 
     Every append records the pair in its commit's ``userMetadata``. Only a batch that can be a
     replay (``replay_possible``: the first one a query runs after it started; Spark re-runs the
@@ -225,23 +276,37 @@ def append_once(
     which the table's state keeps for good. Later batches of the same run are new by
     construction and skip both checks: in Delta 4.4 ``txnAppId`` rebuilds the table's whole state
     (three Spark jobs, 0.4-0.9 s on a small table) at every commit.
-    """
+
+    The keyword form (``app_id=, version=, what=, replay_possible=``) is deprecated: pass a
+    :class:`Commit` (a mode's writer: ``origin.commit(what)``)."""
+    if commit is None:
+        warnings.warn(
+            "lakehouse.delta.append_once(df, path, app_id=..., version=..., what=...) is deprecated "
+            "and will be removed no earlier than 0.5.0: pass the commit, append_once(df, path, origin.commit(what)) "
+            "(a lakehouse.delta.Commit)",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        assert app_id is not None and version is not None, "append_once: app_id and version"
+        commit = Commit(what or path, app_id=app_id, batch=version, replay_possible=replay_possible)
+    assert commit.app_id is not None and commit.batch is not None, f"{commit.what}: not a stream commit"
     writer = df.write.format("delta").mode("append").option("mergeSchema", "true")
-    writer = writer.option("userMetadata", _marker(app_id, version))
-    if replay_possible:
-        committed = _replayed(df.sparkSession, path, app_id, version, what)
+    writer = writer.option("userMetadata", commit.user_metadata())
+    if commit.replay_possible:
+        committed = _replayed(df.sparkSession, path, commit)
         if committed:
             return
         if committed is None:
-            writer = writer.option("txnAppId", app_id).option("txnVersion", version)
-    retry_on_conflict(lambda: writer.save(path), what)
+            writer = writer.option("txnAppId", commit.app_id).option("txnVersion", commit.batch)
+    retry_on_conflict(lambda: writer.save(path), commit.what)
 
 
-def _replayed(spark: SparkSession, path: str, app_id: str, version: int, what: str) -> bool | None:
+def _replayed(spark: SparkSession, path: str, commit: Commit) -> bool | None:
     """The replay check of a batch that can be one (see :func:`stream_committed`)."""
-    committed = stream_committed(spark, path, app_id, version)
+    assert commit.app_id is not None and commit.batch is not None
+    committed = stream_committed(spark, path, commit.app_id, commit.batch)
     if committed:
-        log.info("%s: already committed (a replayed batch), skipped", what)
+        log.info("%s: already committed (a replayed batch), skipped", commit.what)
     return committed
 
 
@@ -329,23 +394,12 @@ def last_commit_info(spark: SparkSession, path: str) -> dict[str, Any]:
     return _commit_info(storage.read_text(spark, f"{log_dir}/{newest:020d}.json") or "")
 
 
-def _marker(app_id: str, version: int) -> str:
-    marker: dict[str, str | int] = {STREAM_COMMIT: app_id, "batch": version}
-    if code := CODE_VERSION.get():
-        marker[CODE] = code
-    return json.dumps(marker)
-
-
 @contextmanager
-def written_by(spark: SparkSession, code_version: str) -> Iterator[None]:
+def committing(spark: SparkSession, commit: Commit) -> Iterator[None]:
     """Every Delta commit of ``spark`` meanwhile (a backfill's slice: its table, quarantine and
-    MERGEs) records ``code_version`` in its ``userMetadata``."""
-    token = CODE_VERSION.set(code_version)
-    try:
-        with _session_settings(spark, {_USER_METADATA: json.dumps({CODE: code_version})}):
-            yield
-    finally:
-        CODE_VERSION.reset(token)
+    MERGEs; MERGE takes no write options) records ``commit``'s ``userMetadata``."""
+    with _session_settings(spark, {_USER_METADATA: commit.user_metadata()}):
+        yield
 
 
 def _stream_marker(user_metadata: str | None) -> tuple[str, int] | None:
@@ -374,35 +428,25 @@ def _session_settings(spark: SparkSession, settings: dict[str, str]) -> Iterator
                 spark.conf.set(key, value)
 
 
-def _transaction(
-    spark: SparkSession, app_id: str, version: int, *, txn: bool
-) -> AbstractContextManager[None]:
-    """Every Delta commit of ``spark`` meanwhile carries the stream's marker, and (``txn``) Delta's
-    txn ids (MERGE takes no options). ``spark`` is the query's own session, so the settings stay
-    within this query."""
-    settings = {_USER_METADATA: _marker(app_id, version)}
+def _transaction(spark: SparkSession, commit: Commit, *, txn: bool) -> AbstractContextManager[None]:
+    """Every Delta commit of ``spark`` meanwhile records ``commit``, and (``txn``) Delta's txn ids
+    (MERGE takes no options). ``spark`` is the query's own session, so the settings stay within
+    this query."""
+    settings = {_USER_METADATA: commit.user_metadata()}
     if txn:
-        settings.update({_TXN_APP: app_id, _TXN_VERSION: str(version)})
+        settings.update({_TXN_APP: str(commit.app_id), _TXN_VERSION: str(commit.batch)})
     return _session_settings(spark, settings)
 
 
-def once(
-    spark: SparkSession,
-    commit: Callable[[], None],
-    *,
-    path: str,
-    app_id: str,
-    version: int,
-    what: str,
-    replay_possible: bool = True,
-) -> None:
-    """Run ``commit`` (e.g. a MERGE into ``path``) exactly once per (``app_id``, ``version``),
-    retrying conflicts; the replay check as in :func:`append_once`."""
-    committed = _replayed(spark, path, app_id, version, what) if replay_possible else False
+def once(spark: SparkSession, action: Callable[[], None], *, path: str, commit: Commit) -> None:
+    """Run ``action`` (e.g. a MERGE into ``path``) as the commit ``commit`` describes, exactly
+    once per stream batch, retrying conflicts; the replay check as in :func:`append_once`."""
+    assert commit.app_id is not None and commit.batch is not None, f"{commit.what}: not a stream commit"
+    committed = _replayed(spark, path, commit) if commit.replay_possible else False
     if committed:
         return
-    with _transaction(spark, app_id, version, txn=committed is None):
-        retry_on_conflict(commit, what)
+    with _transaction(spark, commit, txn=committed is None):
+        retry_on_conflict(action, commit.what)
 
 
 _HAS_FILES: set[str] = set()  # tables seen with a data file (a reset or an empty refresh empties one)
@@ -495,17 +539,16 @@ def append(df: DataFrame, path: str) -> None:
     df.write.format("delta").mode("append").option("mergeSchema", "true").save(path)
 
 
-def replace(
-    df: DataFrame, path: str, condition: str | None, *, app_id: str | None = None, version: int | None = None
-) -> None:
+def replace(df: DataFrame, path: str, condition: str | None, *, commit: Commit | None = None) -> None:
     """Replace the rows matching ``condition`` (all rows when ``None``) with ``df``: one attempt
-    (see the module doc for why it does not retry by itself). With ``app_id`` and ``version``, a
-    stream's commit: skipped when replayed."""
+    (see the module doc for why it does not retry by itself). With a stream's ``commit``, made
+    with its txn ids, so a replayed batch is skipped."""
     writer = df.write.format("delta").mode("overwrite").option("mergeSchema", "true")
     if condition is not None:
         writer = writer.option("replaceWhere", condition)
-    if app_id is not None:
-        writer = writer.option("txnAppId", app_id).option("txnVersion", version)
+    if commit is not None and commit.app_id is not None:
+        writer = writer.option("txnAppId", commit.app_id).option("txnVersion", commit.batch)
+        writer = writer.option("userMetadata", commit.user_metadata())
     check_fences()
     writer.save(path)
 

@@ -12,7 +12,9 @@ import pytest
 from delta.tables import DeltaTable
 
 from lakehouse.delta import (
+    Commit,
     append_once,
+    committing,
     ensure_table,
     merge,
     once,
@@ -68,7 +70,7 @@ def test_a_replayed_append_is_skipped_whether_its_batch_was_first_of_its_run_or_
 
     def append(batch: int, *, first: bool, app: str = "query-1") -> int:
         rows = spark.createDataFrame([(app, batch)], "app STRING, batch INT")
-        append_once(rows, path, app_id=app, version=batch, what=f"batch {batch}", replay_possible=first)
+        append_once(rows, path, Commit(f"batch {batch}", app_id=app, batch=batch, replay_possible=first))
         return spark.read.format("delta").load(path).count()
 
     assert append(0, first=True) == 1  # a run's first batch: checked, written with Delta's txn
@@ -114,7 +116,12 @@ def test_a_replayed_merge_is_skipped_and_later_batches_carry_only_the_marker(spa
     def upsert(batch: int, *, first: bool) -> int:
         rows = spark.createDataFrame([(batch % 2, batch)], "k INT, v INT")
         commit = lambda: merge(rows, path, on="t.k = s.k", update=True)  # noqa: E731
-        once(spark, commit, path=path, app_id="query-1", version=batch, what="merge", replay_possible=first)
+        once(
+            spark,
+            commit,
+            path=path,
+            commit=Commit("merge", app_id="query-1", batch=batch, replay_possible=first),
+        )
         return DeltaTable.forPath(spark, path).history(1).collect()[0].version
 
     assert upsert(0, first=True) == 1
@@ -152,11 +159,37 @@ def test_a_merge_into_a_table_without_files_is_an_append_as_exactly_once(spark, 
             for key in txn:
                 spark.conf.unset(key)
     later = spark.createDataFrame([(0, 5), (2, 1)], "k INT, v INT")
-    once(spark, lambda: merge(later, path, on="t.k = s.k", update=True), path=path, app_id="query-2",
-         version=1, what="merge", replay_possible=False)  # fmt: skip
+    once(spark, lambda: merge(later, path, on="t.k = s.k", update=True), path=path,
+         commit=Commit("merge", app_id="query-2", batch=1, replay_possible=False))  # fmt: skip
     history = DeltaTable.forPath(spark, path).history().orderBy("version").collect()
     assert [h.operation for h in history] == ["CREATE TABLE", "WRITE", "MERGE"]
     assert sorted(spark.read.format("delta").load(path).collect()) == [(0, 5), (1, 1), (1, 2), (2, 1)]
+
+
+def test_a_commit_records_its_stream_batch_code_version_and_lease_epoch(spark, tmp_path: Path) -> None:
+    """One explicit value describes a commit: its userMetadata holds the stream's query and batch,
+    the writer's code version and lease epoch (read back from the commit file, not through the
+    code that wrote it); a slice's commits record who wrote them and no stream marker; the old
+    keyword form of ``append_once`` warns, names its replacement, and still skips a replay."""
+    path = str(tmp_path / "t")
+    rows = spark.createDataFrame([(1,)], "v INT")
+
+    def newest_metadata() -> dict:
+        newest = max((tmp_path / "t" / "_delta_log").glob("*.json"))
+        [info] = [
+            json.loads(line)["commitInfo"] for line in newest.read_text().splitlines() if "commitInfo" in line
+        ]
+        return json.loads(info["userMetadata"])
+
+    append_once(rows, path, Commit("batch 0", code_version="c-1", epoch=7, app_id="q", batch=0))
+    assert newest_metadata() == {"lakehouse_stream": "q", "batch": 0, "lakehouse_code": "c-1", "epoch": 7}
+    with committing(spark, Commit("backfill", code_version="c-2", epoch=8)):
+        spark.createDataFrame([(2,)], "v INT").write.format("delta").mode("append").save(path)
+    assert newest_metadata() == {"lakehouse_code": "c-2", "epoch": 8}
+    assert spark.conf.get("spark.databricks.delta.commitInfo.userMetadata", None) is None  # not left set
+    with pytest.warns(DeprecationWarning, match=r"append_once\(df, path, origin.commit\(what\)\)"):
+        append_once(rows, path, app_id="q", version=0, what="batch 0 again")  # a replay: skipped
+    assert spark.read.format("delta").load(path).count() == 2
 
 
 def test_vacuum_removes_unneeded_files_and_leaves_the_session_settings_as_they_were(

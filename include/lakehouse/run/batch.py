@@ -27,6 +27,7 @@ from lakehouse.quality.gate import QualityGate
 from lakehouse.run.publish import Phases, judge, publish
 from lakehouse.slices import Slice, union
 from lakehouse.sources import EVERYTHING, Cut
+from lakehouse.state.control import held_epoch
 from lakehouse.writes import Origin, TableWriter
 
 if TYPE_CHECKING:
@@ -148,7 +149,11 @@ def recompute(
         # A stream writing the same table concurrently makes the commit conflict: recompute
         # from the inputs as they are now (they hold what the stream wrote), then commit again.
         try:
-            with delta.written_by(spark, compatibility.code_version(pipeline, table)):
+            commit = delta.Commit(
+                f"backfill {table.name} {table_slice.label}",
+                code_version=compatibility.code_version(pipeline, table), epoch=held_epoch(table.name),
+            )  # fmt: skip
+            with delta.committing(spark, commit):
                 delta.retry_on_conflict(attempt, f"backfill {table.name} {table_slice.label}")
         except Exception as exc:
             if not flow.kind.leaves_slice(flow, exc):

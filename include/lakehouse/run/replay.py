@@ -38,7 +38,7 @@ from lakehouse.flows import kind_of
 from lakehouse.plan import compatibility
 from lakehouse.quality.gate import QualityGate
 from lakehouse.slices import ALL_TIME, Slice
-from lakehouse.state.control import FlowControl
+from lakehouse.state.control import FlowControl, held_epoch
 from lakehouse.writes import FAILED, QUARANTINE_METADATA, Origin, writer_for
 
 if TYPE_CHECKING:
@@ -162,7 +162,10 @@ def _run(
     if not selected:
         control.end_replay(table.name)
         return Replayed(table.name, version, 0, 0, 0, resumed)
-    origin = Origin("replay", run_id=f"lakehouse-replay:{table.name}", batch_id=version)
+    origin = Origin(
+        "replay", run_id=f"lakehouse-replay:{table.name}", batch_id=version, code_version=code,
+        epoch=held_epoch(table.name),
+    )  # fmt: skip
     data = [c for c in columns if c not in QUARANTINE_METADATA]
     no_reasons = F.array().cast("array<string>")
     gate = QualityGate.for_table(lake, pipeline, table)
@@ -178,7 +181,10 @@ def _run(
         if failing is None:
             failing = kept.where(F.lit(False)).withColumn(FAILED, no_reasons)
     control.begin_replay(table.name, {**intent, "code": code})
-    with delta.written_by(spark, code):
+    # (the session's commits record who wrote them; the batch's own carry its replay ids)
+    with delta.committing(
+        spark, delta.Commit(f"replay of {table.name}", code_version=code, epoch=origin.epoch)
+    ):
         landing = kept.select(*[F.col(f"`{c}`") for c in data])
         writer = writer_for(lake, table)
         writer.ensure(landing)
@@ -193,8 +199,8 @@ def _run(
         )  # as the gate types it
         quarantine = lake.table(table.quarantine)
         delta.once(
-            spark, lambda: _settle(spark, quarantine, columns, verdicts), path=quarantine, app_id=origin.run_id,
-            version=version, what=f"quarantine of {table.name} ({origin.label})",
+            spark, lambda: _settle(spark, quarantine, columns, verdicts), path=quarantine,
+            commit=origin.commit(f"quarantine of {table.name} ({origin.label})"),
         )  # fmt: skip
     control.end_replay(table.name)
     log.info(

@@ -18,7 +18,6 @@ from typing import TYPE_CHECKING, Literal, Protocol
 
 from pyspark.sql import functions as F
 
-from lakehouse import delta
 from lakehouse.core.errors import OperationFailed
 from lakehouse.flows import Flow, StreamPlan
 from lakehouse.models.store import ModelUnavailable
@@ -30,6 +29,7 @@ from lakehouse.run import failures
 from lakehouse.run.codegen import CodegenBySize
 from lakehouse.run.publish import Phases, judge, publish
 from lakehouse.sources import Prepared
+from lakehouse.state.control import held_epoch
 from lakehouse.writes import FAILED, Origin, TableWriter
 
 if TYPE_CHECKING:
@@ -156,19 +156,18 @@ class FlowSink:
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
         self._bound.wait()
         assert self._query_id is not None
-        code = delta.CODE_VERSION.set(self.code_version)  # this query's thread only
         # this batch's writes and the next batch's plan (the query's own session); a batch that
         # rereads its upstreams or its table whole costs what they hold: generated code as is
         batch_sized = self.writer.mode.batch_sized and not self.recomputed
         self.codegen.follow(batch.sparkSession, self._previous_rows() if batch_sized else None)
-        try:
-            self._write(batch, batch_id)
-        finally:
-            delta.CODE_VERSION.reset(code)
+        self._write(batch, batch_id)
 
     def _write(self, batch: DataFrame, batch_id: int) -> None:
         assert self._query_id is not None
-        origin = Origin("stream", self._query_id, batch_id=batch_id, first_of_run=self._first_of_run)
+        origin = Origin(
+            "stream", self._query_id, batch_id=batch_id, first_of_run=self._first_of_run,
+            code_version=self.code_version, epoch=held_epoch(self.writer.table.name),
+        )  # fmt: skip
         self._first_of_run = False  # a failed batch ends the query, and with it this sink
         # Materialize first: when a replayed batch is skipped (already committed) the plan
         # would otherwise never run, and stateful operators would not commit this batch's state.

@@ -633,6 +633,15 @@ class LeaseKeeper:
 _KEEPERS: weakref.WeakSet[LeaseKeeper] = weakref.WeakSet()
 
 
+def held_epoch(flow: str) -> int | None:
+    """The epoch of ``flow``'s lease as a lease keeper of this process last took it (``None``:
+    none did), which the flow's commits record (``lakehouse.delta.Commit``)."""
+    for keeper in list(_KEEPERS):
+        if flow in keeper.epochs:
+            return keeper.epochs[flow]
+    return None
+
+
 def check_fences(*, confirm: bool = False) -> None:
     """Raise :class:`LeaseLost` if a lease keeper of this process is fenced: called before each
     Delta commit (``lakehouse.delta``), so a driver that may have been replaced never commits.

@@ -71,7 +71,8 @@ def _timed(seconds: dict[str, float], phase: str, work: Callable[..., None], *ar
 @dataclass(frozen=True)
 class Origin:
     """Where rows come from: a stream micro-batch, a backfill slice, or a replay of quarantined
-    rows (``batch_id``: the quarantine's version it read)."""
+    rows (``batch_id``: the quarantine's version it read); and who writes them (the flow's code
+    version and lease epoch), which every commit of theirs records (:meth:`commit`)."""
 
     kind: Literal["stream", "backfill", "replay"]
     run_id: str
@@ -80,6 +81,18 @@ class Origin:
     # A stream's first batch since its query started: the only one that can replay a batch
     # already committed (see ``delta.append_once``).
     first_of_run: bool = True
+    code_version: str | None = None
+    epoch: int | None = None
+
+    def commit(self, what: str) -> delta.Commit:
+        """The commit of these rows into a table (``what`` names it in logs): a stream's or a
+        replay's batch exactly once (its run and batch ids), a slice as one attempt."""
+        batched = self.kind != "backfill"
+        return delta.Commit(
+            what, code_version=self.code_version, epoch=self.epoch,
+            app_id=self.run_id if batched else None, batch=self.batch_id if batched else None,
+            replay_possible=self.first_of_run,
+        )  # fmt: skip
 
     @property
     def label(self) -> str:
@@ -163,10 +176,8 @@ class ModeWriter:
     def once(self, rows: DataFrame, origin: Origin, commit: Callable[[], None]) -> None:
         """Run ``commit`` as the table's one commit of ``origin``'s micro-batch."""
         assert origin.batch_id is not None
-        delta.once(
-            rows.sparkSession, commit, path=self.path, app_id=origin.run_id, version=origin.batch_id,
-            what=f"{self.table.name} batch {origin.batch_id}", replay_possible=origin.first_of_run,
-        )  # fmt: skip
+        what = f"{self.table.name} batch {origin.batch_id}"
+        delta.once(rows.sparkSession, commit, path=self.path, commit=origin.commit(what))
 
 
 def fence(lake: Lake, table: Table, epoch: int) -> None:
@@ -251,9 +262,8 @@ class TableWriter:
         rows = self._with_origin(rejected, origin)
         self._ensure_quarantine(rows)
         delta.append_once(
-            rows, self.quarantine_path, app_id=origin.run_id, version=origin.batch_id,
-            what=f"quarantine of {self.table.name} ({origin.label})", replay_possible=origin.first_of_run,
-        )  # fmt: skip
+            rows, self.quarantine_path, origin.commit(f"quarantine of {self.table.name} ({origin.label})")
+        )
 
     # ---------------------------------------------------------------- backfills
     def write_slice(self, rows: DataFrame, rejected: DataFrame | None, origin: Origin) -> None:
@@ -278,11 +288,8 @@ class TableWriter:
         batch (a replay's is skipped); after a backfill's slice, as a commit of its own."""
         if origin.kind == "stream":
             assert origin.batch_id is not None
-            delta.append_once(
-                rows, self.path, app_id=f"{origin.run_id}/found", version=origin.batch_id,
-                what=f"{self.table.name}: what batch {origin.batch_id}'s accounting found",
-                replay_possible=origin.first_of_run,
-            )  # fmt: skip
+            what = f"{self.table.name}: what batch {origin.batch_id}'s accounting found"
+            delta.append_once(rows, self.path, origin.commit(what).of(what, app_suffix="/found"))
         else:
             delta.append(rows, self.path)
 

@@ -19,7 +19,4 @@ class AppendWriter(ModeWriter):
 
     def write_batch(self, rows: DataFrame, origin: Origin) -> None:
         assert origin.batch_id is not None
-        delta.append_once(
-            rows, self.path, app_id=origin.run_id, version=origin.batch_id,
-            what=f"{self.table.name} batch {origin.batch_id}", replay_possible=origin.first_of_run,
-        )  # fmt: skip
+        delta.append_once(rows, self.path, origin.commit(f"{self.table.name} batch {origin.batch_id}"))

@@ -240,19 +240,15 @@ class ChangeApplier:
         return True
 
     # ---------------------------------------------------------------- streams
-    def apply_batch(
-        self, changes: DataFrame, *, app_id: str, batch_id: int, replay_possible: bool = True
-    ) -> None:
+    def apply_batch(self, changes: DataFrame, commit: delta.Commit) -> None:
         """Log a micro-batch's changes, then bring its keys up to date (and their latest changes,
         when kept): each commit once (a replay after the table's commit only moves the latest
         changes; one after theirs finds its changes late and recomputes them from the log).
-        ``replay_possible``: whether this can be a batch already committed (see ``delta.once``)."""
+        ``commit``: the batch's (its ``replay_possible``: see ``delta.once``)."""
         spark = changes.sparkSession
-        what = f"{self.table.name} batch {batch_id}"
-        delta.append_once(
-            changes, self.log_path, app_id=app_id, version=batch_id, what=f"change log of {what}",
-            replay_possible=replay_possible,
-        )  # fmt: skip
+        what, batch_id, replay_possible = commit.what, commit.batch, commit.replay_possible
+        assert batch_id is not None
+        delta.append_once(changes, self.log_path, commit.of(f"change log of {what}"))
         keys = changes.select(*self.keys).distinct()
         if replay_possible or batch_id % self.check_every == 0:  # a run's first batch: after a pause
             # (started now, the batch already logged is late: exact)
@@ -261,22 +257,18 @@ class ChangeApplier:
             kept = self.keeps_latest(spark)
         if not kept:  # a short log: its keys recomputed from all their changes
             delta.once(
-                spark, lambda: self._recompute(keys, self.logged_of(keys)),
-                path=self.path, app_id=app_id, version=batch_id, what=what, replay_possible=replay_possible,
-            )  # fmt: skip
+                spark, lambda: self._recompute(keys, self.logged_of(keys)), path=self.path, commit=commit
+            )
             return
         known = spark.read.format("delta").load(self.latest_path).join(keys, self.keys, "left_semi").cache()
         cached = [known]
         try:
             diff, latest, current_only = self._advance(changes, known, cached)
             on = delta.identity_match(self.identity) + (f" AND t.{CURRENT}" if current_only else "")
+            delta.once(spark, lambda: delta.merge_diff(diff, self.path, on=on), path=self.path, commit=commit)
             delta.once(
-                spark, lambda: delta.merge_diff(diff, self.path, on=on),
-                path=self.path, app_id=app_id, version=batch_id, what=what, replay_possible=replay_possible,
-            )  # fmt: skip
-            delta.once(
-                spark, lambda: self._merge_latest(latest), path=self.latest_path, app_id=app_id,
-                version=batch_id, what=f"latest changes of {what}", replay_possible=replay_possible,
+                spark, lambda: self._merge_latest(latest), path=self.latest_path,
+                commit=commit.of(f"latest changes of {what}"),
             )  # fmt: skip
         finally:
             for frame in cached:

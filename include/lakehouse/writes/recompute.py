@@ -34,7 +34,9 @@ class RecomputeWriter(ModeWriter):
         if self.table.keys:
             delta.sync_rows(rows, self.path, identity=self.table.keys)
         else:
-            delta.replace(rows, self.path, None, app_id=origin.run_id, version=origin.batch_id)
+            delta.replace(
+                rows, self.path, None, commit=origin.commit(f"{self.table.name} batch {origin.batch_id}")
+            )
 
     def condition(self, slice_: Slice) -> str | None:
         """Without event time, a recomputed table is whole."""

@@ -35,9 +35,7 @@ class ChangeWriter(ModeWriter):
 
     def write_batch(self, rows: DataFrame, origin: Origin) -> None:
         assert origin.batch_id is not None
-        self.changes.apply_batch(
-            rows, app_id=origin.run_id, batch_id=origin.batch_id, replay_possible=origin.first_of_run
-        )
+        self.changes.apply_batch(rows, origin.commit(f"{self.table.name} batch {origin.batch_id}"))
 
     def write_slice(self, rows: DataFrame, slice_: Slice) -> None:
         self.changes.apply_slice(rows, self.condition(slice_))

@@ -192,7 +192,9 @@ def test_a_change_table_behind_its_own_change_log_is_checked_as_its_stream_saw_i
     latest = log.where(f"customer_id = {live}").orderBy(F.col("_version").desc()).limit(1)
     later = F.col("_version").withField("_rank", F.col("_version._rank") + 1)  # after its latest change
     delete = latest.withColumn("_op", F.lit("d")).withColumn("_version", later)
-    delta.append_once(delete, lake.table(table.changes), app_id="next-batch", version=batch + 1, what="log")
+    delta.append_once(
+        delete, lake.table(table.changes), delta.Commit("log", app_id="next-batch", batch=batch + 1)
+    )
 
     def matches_log(run_id: str):
         report = run_checks(spark, lake, crm, tmp_path / "quality", [table.name], run_id=run_id)

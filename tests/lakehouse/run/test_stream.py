@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 from datetime import UTC, datetime
 from pathlib import Path
@@ -295,3 +296,51 @@ def test_busy_flows_stop_together_each_after_the_batch_it_was_running(spark, tmp
     finally:
         for query in (slow, quick):
             query.stop()
+
+
+def test_each_commit_of_a_stream_records_its_code_version_and_its_lease_epoch(
+    spark, lake: Lake, iot: Pipeline, iot_landing: Landing
+) -> None:
+    """A micro-batch's commits (the table's and its quarantine's) record the stream's query and
+    batch, the flow's code version and the epoch of the lease its driver holds: the second grant
+    of the lease here, counted by hand."""
+    from lakehouse import writes
+    from lakehouse.plan.compatibility import code_version
+    from lakehouse.state.control import FlowControl, LeaseKeeper
+
+    flows = ["bronze.device_events", "silver.device_events"]
+    generate(
+        iot_landing,
+        events=30,
+        files=1,
+        seed=3,
+        start=START,
+        out_of_range_fraction=0.2,
+        null_device_fraction=0.1,
+    )
+    control = FlowControl(f"{lake.root}/control", iot.name)
+    for grant in (1, 2):
+        keeper = LeaseKeeper(
+            control, flows, "incremental", 60, lambda reason: None,
+            on_acquired=lambda name, epoch: writes.fence(lake, iot.table(name), epoch),
+        )  # fmt: skip
+        keeper.acquire()
+        if grant == 1:
+            keeper.close()  # the lease given back: the next grant's epoch is higher
+    try:
+        with StreamRunner(spark, lake, iot) as runner:
+            runner.run_incremental([iot.table(flow) for flow in flows])
+    finally:
+        keeper.close()
+    for flow, name in [(flow, flow) for flow in flows] + [(flows[1], iot.table(flows[1]).quarantine)]:
+        recorded = [
+            json.loads(info["userMetadata"])
+            for commit in sorted(Path(lake.table(name), "_delta_log").glob("*.json"))
+            for line in commit.read_text().splitlines()
+            if (info := json.loads(line).get("commitInfo"))
+            and "lakehouse_stream" in info.get("userMetadata", "")
+        ]
+        assert recorded, f"{name}: no stream commit"
+        assert {(r["epoch"], r["lakehouse_code"]) for r in recorded} == {
+            (2, code_version(iot, iot.table(flow)))
+        }

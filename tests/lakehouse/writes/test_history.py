@@ -14,6 +14,7 @@ import pytest
 from pyspark.sql import DataFrame, SparkSession
 
 from lakehouse.core.lake import Lake
+from lakehouse.delta import Commit
 from lakehouse.plan.changes import normalize
 from lakehouse.spec import ApplyChanges, Scd1, Scd2, SpecError, Table, debezium_schema
 from lakehouse.spec.modes.scd import CHANGE_OP
@@ -47,6 +48,11 @@ def event(
     before = {"id": key} if op == "d" else None
     source = {"lsn": lsn, "ts_ms": T0 + 1000 * (lsn or 0)}
     return json.dumps({"op": op, "before": before, "after": image, "source": source, "ts_ms": T0 + delivered})
+
+
+def commit(run: str, batch_id: int, *, replay_possible: bool = True) -> Commit:
+    """A stream's commit of batch ``batch_id`` of query ``run``."""
+    return Commit(f"batch {batch_id}", app_id=run, batch=batch_id, replay_possible=replay_possible)
 
 
 def at(lsn: int) -> datetime:
@@ -166,8 +172,8 @@ def test_applied_in_batches_exactly_once_equals_the_whole_feed(spark: SparkSessi
     for applier in appliers:
         applier.ensure(feed)
         for batch_id, wave in enumerate(waves):
-            applier.apply_batch(changes(spark, applier.table, wave), app_id=run, batch_id=batch_id)
-        applier.apply_batch(changes(spark, applier.table, waves[1]), app_id=run, batch_id=1)  # a replay
+            applier.apply_batch(changes(spark, applier.table, wave), commit(run, batch_id))
+        applier.apply_batch(changes(spark, applier.table, waves[1]), commit(run, 1))  # a replay
     read = spark.read.format("delta").load
     got_history = read(lake.table(HISTORY.name)).orderBy("id", "_start_seq").collect()
     want_history = versions(feed, HISTORY.write).orderBy("id", "_start_seq").collect()
@@ -272,13 +278,13 @@ def test_a_random_feed_in_batches_equals_its_history_by_hand(
                         ChangeApplier, "_merge_latest", lambda *_: (_ for _ in ()).throw(OSError("killed"))
                     )
                     with pytest.raises(OSError):
-                        applier.apply_batch(batch, app_id=run, batch_id=batch_id, replay_possible=False)
+                        applier.apply_batch(batch, commit(run, batch_id, replay_possible=False))
                 first_of_run = True  # its restart replays it
             if batch_id == 4:  # a backfill of the hour in the middle, from bronze as it is now
                 bronze = changes(spark, table, [line for b in batches[:4] for line in b])
                 applier.apply_slice(bronze, "`_ts` >= TIMESTAMP '2026-03-01 08:00:30'")
                 assert storage.exists(spark, applier.stale_mark)
-            applier.apply_batch(batch, app_id=run, batch_id=batch_id, replay_possible=first_of_run)
+            applier.apply_batch(batch, commit(run, batch_id, replay_possible=first_of_run))
         assert not storage.exists(spark, applier.stale_mark), "computed again by the resumed stream"
     read = spark.read.format("delta").load
     history = read(lake.table(HISTORY.name)).collect()
@@ -307,9 +313,7 @@ def test_in_order_changes_leave_closed_versions_alone(spark: SparkSession, tmp_p
     applier.ensure(changes(spark, HISTORY, waves[0]))
     run = str(uuid.uuid4())
     for batch_id, wave in enumerate(waves):
-        applier.apply_batch(
-            changes(spark, HISTORY, wave), app_id=run, batch_id=batch_id, replay_possible=False
-        )
+        applier.apply_batch(changes(spark, HISTORY, wave), commit(run, batch_id, replay_possible=False))
     path = lake.table(HISTORY.name)
     got = spark.read.format("delta").load(path).orderBy("id", "valid_from").collect()
     assert [(r.id, r.name, r.segment, r.valid_from, r.valid_to, r.is_current, r["_end_op"]) for r in got] == [
