@@ -101,7 +101,6 @@ class Figures:
     silver_quarantined: int = 0
     gold_windows: int = 0
     gold_devices: int = 0
-    unscored_left_out: int = 0  # restored by a backfill into silver, absent from the scores' quarantine
     seconds: float = 0.0
     violations: list[str] = field(default_factory=list)
 
@@ -409,7 +408,6 @@ class Script:
         figures.bronze_rows, figures.bronze_quarantined = len(tables.bronze), len(tables.bronze_quarantine)
         figures.silver_rows, figures.silver_quarantined = len(tables.silver), len(tables.silver_quarantine)
         figures.gold_windows, figures.gold_devices = len(tables.type_stats), len(tables.status)
-        figures.unscored_left_out = len(truth.unscored_left_out)
         sent = self.record.too_late
         figures.too_late_restored_by_backfill = len(sent & self.record.restored)
         figures.too_late_dropped = len(truth.dropped_late)

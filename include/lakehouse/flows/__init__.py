@@ -185,6 +185,15 @@ class FlowKind:
         flow without a model version to score with, which quarantines its rows until one)."""
         return False
 
+    def waiting_rows(
+        self, flow: Flow, slice_: Slice, error: Exception, *, cut: Cut = EVERYTHING
+    ) -> DataFrame | None:
+        """Of a slice a backfill leaves as it is (:meth:`leaves_slice`): the rows of its inputs the
+        table holds nowhere yet, neither written nor waiting in its quarantine, with the reasons
+        they wait (``lakehouse.writes.FAILED``): the backfill adds them to the quarantine, so
+        that every input row stays accounted for. ``None``: none."""
+        return None
+
     def input_slice(self, table: Table, slice_: Slice, upstream: Upstream | None = None) -> Slice:
         """Rows of ``upstream`` (every upstream if none) a backfill of ``slice_`` reads."""
         return slices.input_slice(table, slice_, upstream)

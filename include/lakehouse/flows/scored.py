@@ -12,14 +12,17 @@ import contextlib
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
+from pyspark.sql import functions as F
+
 from lakehouse import delta
 from lakehouse.flows import Flow, FlowKind, StreamPlan, Vanished
 from lakehouse.models.scoring import ScoredFlow as Scoring
-from lakehouse.models.store import ModelUnavailable
+from lakehouse.models.store import UNAVAILABLE, ModelUnavailable
 from lakehouse.plan import compatibility
 from lakehouse.plan.flow import read_upstream
 from lakehouse.slices import ALL_TIME, Slice
 from lakehouse.sources import EVERYTHING, Cut
+from lakehouse.spec.table import QUARANTINE_REASONS as FAILED
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator, Mapping
@@ -100,6 +103,25 @@ class ScoredFlow(FlowKind):
         return isinstance(error, ModelUnavailable) and (
             flow.pipeline.model(flow.table.model).unavailable == "quarantine"
         )
+
+    def waiting_rows(
+        self, flow: Flow, slice_: Slice, error: Exception, *, cut: Cut = EVERYTHING
+    ) -> DataFrame | None:
+        """The slice's upstream rows neither scored in the table nor waiting in its quarantine
+        (by the table's keys, else by every column): rows a backfill restored upstream that the
+        stream never saw (events too late for its watermark), which wait for a model version as
+        the stream's own unscored rows do."""
+        spark, table, lake = flow.spark, flow.table, flow.lake
+        inputs = self.rows(flow, streaming=False, slice_=slice_, cut=cut)
+        match = list(table.keys) or list(inputs.columns)
+        for name in (table.name, table.quarantine):
+            if delta.exists(spark, lake.table(name)):
+                held = spark.read.format("delta").load(lake.table(name))
+                if table.time_expression:
+                    held = held.where(slice_.condition(table.time_expression))
+                inputs = inputs.join(held.select(*match), match, "left_anti")
+        reason = F.array(F.lit(f"{UNAVAILABLE}: {error}"))
+        return inputs.withColumn(FAILED, reason)
 
     def computed_whole(self, table: Table, model_version: int | None) -> bool:
         """Only when no other model version is asked for than the one its catch-up scored with."""

@@ -79,6 +79,9 @@ class ModelUnavailable(UsageError):
     """No version of a model is promoted, or the version asked for does not exist."""
 
 
+UNAVAILABLE = "model_unavailable"  # the quarantine's reason of a row waiting for a model version
+
+
 class PromotionRefused(UsageError):
     """A version does not meet its model's promotion conditions (nothing was changed)."""
 

@@ -159,6 +159,17 @@ def recompute(
             if not flow.kind.leaves_slice(flow, exc):
                 raise
             log.warning("backfill %s %s: left as it is: %s", table.name, table_slice.label, exc)
+            waiting = flow.kind.waiting_rows(flow, table_slice, exc, cut=cut)
+            if waiting is not None:
+                with delta.committing(spark, commit):
+                    added = writer.add_waiting(
+                        waiting, Origin("backfill", str(uuid.uuid4()), slice=table_slice)
+                    )
+                if added:
+                    log.warning(
+                        "backfill %s %s: %d row(s) of its inputs it holds nowhere yet wait in %s",
+                        table.name, table_slice.label, added, table.quarantine,
+                    )  # fmt: skip
             steps.append(BackfillStep(table.name, table_slice, 0, time.monotonic() - started))
             continue
         rows = delta.rows_written(spark, writer.path)

@@ -20,7 +20,7 @@ from pyspark.sql import functions as F
 
 from lakehouse.core.errors import OperationFailed
 from lakehouse.flows import Flow, StreamPlan
-from lakehouse.models.store import ModelUnavailable
+from lakehouse.models.store import UNAVAILABLE, ModelUnavailable
 from lakehouse.monitoring.listener import ProgressRecorder
 from lakehouse.monitoring.progress import BATCH_TIMINGS, ProgressLog, input_rows, query_name
 from lakehouse.plan import compatibility
@@ -200,7 +200,7 @@ class FlowSink:
                     if self.scored is None or self.scored.unavailable != "quarantine":
                         raise
                     log.error("%s batch %d: quarantined unscored: %s", self.writer.table.name, batch_id, exc)
-                    reason = F.array(F.lit(f"model_unavailable: {exc}"))
+                    reason = F.array(F.lit(f"{UNAVAILABLE}: {exc}"))
                     lap("compute")
                     phases["gate"] = 0.0  # nothing to judge: every row waits for a model version
                     unscored = Verdict(None, batch.withColumn(FAILED, reason))

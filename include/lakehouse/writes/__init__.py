@@ -293,6 +293,20 @@ class TableWriter:
         else:
             delta.append(rows, self.path)
 
+    def add_waiting(self, rows: DataFrame, origin: Origin) -> int:
+        """Append rows that wait (``FAILED``: why) to the quarantine as a commit of their own:
+        what a backfill that leaves a slice as it is found nowhere in the table (see
+        ``lakehouse.flows.FlowKind.waiting_rows``); returns how many."""
+        rows = self._with_origin(rows, origin).persist()
+        try:
+            count = rows.count()
+            if count:
+                self._ensure_quarantine(rows)
+                delta.append(rows, self.quarantine_path)
+            return count
+        finally:
+            rows.unpersist()
+
     def replaces(self, slice_: Slice) -> bool:
         """Whether writing ``slice_`` replaces what the table holds there (upserts merge into it;
         a change feed's slice is the changes in it, which replace those its log holds)."""

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from collections import Counter
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -214,6 +215,30 @@ def test_without_a_promoted_version_rows_wait_in_quarantine_or_the_flow_fails(
     hour = Slice(START, START + timedelta(hours=1))
     [step] = backfill(spark, lake, iot, hour, [SCORES])  # the daily backfill stays green: it waits too
     assert step.rows_written == 0 and quarantined.count() == silver.count()
+
+    # events too late for silver's watermark: the stream drops them, a backfill of silver restores
+    # them, and the scores' backfill (still no version) puts them beside the stream's unscored
+    # rows: every silver event waits once in the quarantine, none is left out
+    late = generate(
+        Landing(lake, iot), events=20, seed=17, start=START, end=START + timedelta(minutes=10),
+        file_prefix="too-late", write_registry=False, late_fraction=0, duplicate_fraction=0,
+        malformed_fraction=0, spike_fraction=0,
+    ).event_ids  # fmt: skip
+    with StreamRunner(spark, lake, iot) as runner:
+        runner.run_incremental(iot.select([*UPSTREAM, SCORES]))
+
+    def ids(name: str) -> Counter:  # read afresh
+        return Counter(
+            r[0] for r in spark.read.format("delta").load(lake.table(name)).select("event_id").collect()
+        )
+
+    waiting = iot.table(SCORES).quarantine
+    assert not set(late) & set(ids("silver.device_events")), "too late for the stream"
+    backfill(spark, lake, iot, hour, ["silver.device_events", SCORES])
+    assert set(late) <= set(ids("silver.device_events")), "restored by silver's backfill"
+    assert ids(waiting) == ids("silver.device_events"), "each silver event once in the scores' quarantine"
+    backfill(spark, lake, iot, hour, [SCORES])  # again: nothing added twice
+    assert ids(waiting) == ids("silver.device_events")
 
     strict = fail_next_scores(spark, lake, iot, r"iot_anomaly.*no version promoted")
     with pytest.raises(ModelUnavailable, match="no version promoted"):
