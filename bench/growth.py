@@ -130,7 +130,9 @@ def change_costs(spark: SparkSession, root: Path, changes: int, batch: int, repe
                 rows = normalize(change_events(spark, first + i * batch, batch), table)
                 sink(
                     rows,
-                    lambda df: applier.apply_batch(df, app_id=run_id, batch_id=i, replay_possible=i == 0),
+                    lambda df: applier.apply_batch(
+                        df, delta.Commit(f"batch {i}", app_id=run_id, batch=i, replay_possible=i == 0)
+                    ),
                 )
 
             def before(
@@ -142,7 +144,7 @@ def change_costs(spark: SparkSession, root: Path, changes: int, batch: int, repe
             ) -> None:
                 def recompute(df: DataFrame) -> None:
                     delta.append_once(
-                        df, applier.log_path, app_id=f"{run_id}-before", version=i, what="before"
+                        df, applier.log_path, delta.Commit("before", app_id=f"{run_id}-before", batch=i)
                     )
                     keys = df.select("id").distinct()
                     fresh = table_rows(applier.logged_of(keys), applier.mode)

@@ -43,6 +43,7 @@ import time
 import warnings
 from contextlib import AbstractContextManager, contextmanager
 from typing import TYPE_CHECKING, Any, TypeVar
+from urllib.parse import unquote
 
 from delta.tables import DeltaTable
 from deltalake import DeltaTable as RsTable
@@ -370,6 +371,27 @@ def commits_newest_first(spark: SparkSession, path: str) -> Iterator[tuple[int, 
     for row in DeltaTable.forPath(spark, path).history().select("version", "userMetadata").collect():
         if oldest is None or row["version"] < oldest:
             yield int(row["version"]), row["userMetadata"]
+
+
+def streamed_after(spark: SparkSession, path: str, version: int) -> list[str]:
+    """The data files of the table's commits after ``version`` that a stream skipping change
+    commits (``skipChangeCommits``) still reads: those that add rows and remove none."""
+    log_dir = f"{path.rstrip('/')}/_delta_log"
+    files = []
+    for name in sorted(storage.names(spark, log_dir)):
+        if not _COMMIT_JSON.fullmatch(name) or int(name[:20]) <= version:
+            continue
+        actions = [
+            json.loads(line) for line in (storage.read_text(spark, f"{log_dir}/{name}") or "").splitlines()
+        ]
+        if any(a.get("remove", {}).get("dataChange", False) for a in actions):
+            continue
+        files += [
+            f"{path.rstrip('/')}/{unquote(a['add']['path'])}"
+            for a in actions
+            if a.get("add", {}).get("dataChange")
+        ]
+    return files
 
 
 def _user_metadata(commit: str) -> str | None:

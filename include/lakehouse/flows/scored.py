@@ -12,6 +12,7 @@ import contextlib
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
+from pyspark.errors import AnalysisException
 from pyspark.sql import functions as F
 
 from lakehouse import delta
@@ -23,6 +24,7 @@ from lakehouse.plan.flow import read_upstream
 from lakehouse.slices import ALL_TIME, Slice
 from lakehouse.sources import EVERYTHING, Cut
 from lakehouse.spec.table import QUARANTINE_REASONS as FAILED
+from lakehouse.state.checkpoints import Checkpoint
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator, Mapping
@@ -107,21 +109,42 @@ class ScoredFlow(FlowKind):
     def waiting_rows(
         self, flow: Flow, slice_: Slice, error: Exception, *, cut: Cut = EVERYTHING
     ) -> DataFrame | None:
-        """The slice's upstream rows neither scored in the table nor waiting in its quarantine
-        (by the table's keys, else by every column): rows a backfill restored upstream that the
-        stream never saw (events too late for its watermark), which wait for a model version as
-        the stream's own unscored rows do."""
+        """The slice's upstream rows held nowhere: neither scored in the table, nor waiting in its
+        quarantine, nor still to come through its stream (rows of upstream commits after the
+        stream's position that it will read): rows a backfill restored upstream that the stream
+        never sees (events too late for its watermark; the stream skips commits that rewrite
+        rows), which wait for a model version as the stream's own unscored rows do. Matched by
+        the table's keys (null-safe); ``None`` without keys, or when its stream never ran (it
+        will read every upstream row)."""
         spark, table, lake = flow.spark, flow.table, flow.lake
+        keys = list(table.keys)
+        checkpoint = Checkpoint(spark, flow.checkpoint)
+        if not keys or checkpoint.last_committed() is None:
+            return None
+        (upstream,) = table.upstreams
+        source = lake.table(upstream.table)
+        position = checkpoint.read_through({upstream.table: delta.detail(spark, source)["id"]})
+        if upstream.table not in position:
+            return None
         inputs = self.rows(flow, streaming=False, slice_=slice_, cut=cut)
-        match = list(table.keys) or list(inputs.columns)
-        for name in (table.name, table.quarantine):
-            if delta.exists(spark, lake.table(name)):
-                held = spark.read.format("delta").load(lake.table(name))
-                if table.time_expression:
-                    held = held.where(slice_.condition(table.time_expression))
-                inputs = inputs.join(held.select(*match), match, "left_anti")
-        reason = F.array(F.lit(f"{UNAVAILABLE}: {error}"))
-        return inputs.withColumn(FAILED, reason)
+        try:  # only the slice: the inputs a slice reads may reach beyond it
+            inputs = (
+                inputs.where(slice_.condition(table.time_expression)) if table.time_expression else inputs
+            )
+        except AnalysisException:  # its event time is not an upstream column
+            return None
+        if any(k not in inputs.columns for k in keys):
+            return None
+        held = [spark.read.format("delta").load(lake.table(n)) for n in (table.name, table.quarantine)
+                if delta.exists(spark, lake.table(n))]  # fmt: skip
+        if files := delta.streamed_after(spark, source, position[upstream.table]):
+            held.append(spark.read.parquet(*files))
+        for rows in held:
+            if any(k not in rows.columns for k in keys):
+                return None
+            known = rows.select(*keys)
+            inputs = inputs.join(known, [inputs[k].eqNullSafe(known[k]) for k in keys], "left_anti")
+        return inputs.withColumn(FAILED, F.array(F.lit(f"{UNAVAILABLE}: {error}")))
 
     def computed_whole(self, table: Table, model_version: int | None) -> bool:
         """Only when no other model version is asked for than the one its catch-up scored with."""

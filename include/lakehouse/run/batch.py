@@ -159,7 +159,10 @@ def recompute(
             if not flow.kind.leaves_slice(flow, exc):
                 raise
             log.warning("backfill %s %s: left as it is: %s", table.name, table_slice.label, exc)
-            waiting = flow.kind.waiting_rows(flow, table_slice, exc, cut=cut)
+            # (a version asked for that does not exist is a mistake to fix, not a reason to wait)
+            waiting = (
+                flow.kind.waiting_rows(flow, table_slice, exc, cut=cut) if model_version is None else None
+            )
             if waiting is not None:
                 with delta.committing(spark, commit):
                     added = writer.add_waiting(

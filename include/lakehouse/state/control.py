@@ -634,10 +634,10 @@ _KEEPERS: weakref.WeakSet[LeaseKeeper] = weakref.WeakSet()
 
 
 def held_epoch(flow: str) -> int | None:
-    """The epoch of ``flow``'s lease as a lease keeper of this process last took it (``None``:
-    none did), which the flow's commits record (``lakehouse.delta.Commit``)."""
+    """The epoch of ``flow``'s lease a lease keeper of this process holds (``None``: none holds
+    it), which the flow's commits record (``lakehouse.delta.Commit``)."""
     for keeper in list(_KEEPERS):
-        if flow in keeper.epochs:
+        if flow in keeper.flows and flow in keeper.epochs:  # (not one it gave back)
             return keeper.epochs[flow]
     return None
 

@@ -239,13 +239,16 @@ class TableWriter:
         rejected rows (beside it). Returns the seconds each write took (``write``, ``quarantine``)."""
         assert origin.kind == "stream" and origin.batch_id is not None
         seconds: dict[str, float] = {}
-        pending = (
-            _QUARANTINE_WRITERS.submit(
-                _timed, seconds, "quarantine", self._quarantine_batch, rejected, origin
+        pending = None
+        if rejected is not None:
+            # created here, not beside the table's commit: the query's session settings a MERGE's
+            # commit sets (its stream marker) would be the creation's too, and the quarantine's
+            # append would then take this batch for one already committed
+            quarantined = self._with_origin(rejected, origin)
+            self._ensure_quarantine(quarantined)
+            pending = _QUARANTINE_WRITERS.submit(
+                _timed, seconds, "quarantine", self._quarantine_batch, quarantined, origin
             )
-            if rejected is not None
-            else None
-        )
         started = time.perf_counter()
         self.mode.fresh = False  # (a stream's batch: the slice writes that follow replace)
         try:
@@ -257,10 +260,8 @@ class TableWriter:
                 pending.result()
         return seconds
 
-    def _quarantine_batch(self, rejected: DataFrame, origin: Origin) -> None:
+    def _quarantine_batch(self, rows: DataFrame, origin: Origin) -> None:
         assert origin.batch_id is not None
-        rows = self._with_origin(rejected, origin)
-        self._ensure_quarantine(rows)
         delta.append_once(
             rows, self.quarantine_path, origin.commit(f"quarantine of {self.table.name} ({origin.label})")
         )
@@ -271,11 +272,10 @@ class TableWriter:
         each; the backfill recomputes both from fresh inputs on a Delta conflict."""
         slice_ = origin.slice
         assert origin.kind == "backfill" and slice_ is not None
-        pending = (
-            _QUARANTINE_WRITERS.submit(self._quarantine_slice, rejected, origin)
-            if rejected is not None
-            else None
-        )
+        if rejected is not None:
+            pending = _QUARANTINE_WRITERS.submit(self._quarantine_slice, rejected, origin)
+        else:  # no gate: what waited there (rows a model could not score yet) is in the table now
+            pending = _QUARANTINE_WRITERS.submit(self._clear_quarantine_slice, rows.sparkSession, slice_)
         try:
             self.mode.write_slice(rows, slice_)
         finally:
@@ -336,6 +336,15 @@ class TableWriter:
             delta.append(rows, self.quarantine_path)
         else:
             delta.replace(rows, self.quarantine_path, self.mode.condition(origin.slice))
+
+    def _clear_quarantine_slice(self, spark: SparkSession, slice_: Slice) -> None:
+        """Empty the quarantine's ``slice_`` (if it holds rows there)."""
+        if not delta.exists(spark, self.quarantine_path):
+            return
+        held = spark.read.format("delta").load(self.quarantine_path)
+        condition = self.mode.condition(slice_)
+        if (held.where(condition) if condition else held).limit(1).count():
+            delta.replace(held.limit(0), self.quarantine_path, condition)
 
     # ---------------------------------------------------------------- quarantine
     def _with_origin(self, rejected: DataFrame, origin: Origin) -> DataFrame:

@@ -220,7 +220,7 @@ def test_a_sql_endpoint_being_restarted_shows_on_the_overview_and_in_prometheus(
 def test_a_table_card_says_which_code_versions_wrote_which_table_versions(
     tmp_path: Path, iot: Pipeline
 ) -> None:
-    """Commits carry the code version that wrote them (``delta.written_by``); the card spans them
+    """Commits carry the code version that wrote them (``delta.Commit``); the card spans them
     over the whole log, reading only the new commits on a refresh (more than the 10 it lists)."""
     import json
 

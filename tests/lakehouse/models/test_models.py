@@ -239,10 +239,32 @@ def test_without_a_promoted_version_rows_wait_in_quarantine_or_the_flow_fails(
     assert ids(waiting) == ids("silver.device_events"), "each silver event once in the scores' quarantine"
     backfill(spark, lake, iot, hour, [SCORES])  # again: nothing added twice
     assert ids(waiting) == ids("silver.device_events")
+    # events the stream has not read yet are not added by a backfill: its stream brings them
+    later = generate(
+        Landing(lake, iot), events=10, seed=18, start=START + timedelta(minutes=58),
+        end=START + timedelta(minutes=59), file_prefix="next", write_registry=False, late_fraction=0,
+        duplicate_fraction=0, malformed_fraction=0, spike_fraction=0,
+    ).event_ids  # fmt: skip
+    with StreamRunner(spark, lake, iot) as runner:
+        runner.run_incremental(iot.select(UPSTREAM))
+        assert set(later) <= set(ids("silver.device_events"))
+        backfill(spark, lake, iot, hour, [SCORES])
+        assert not set(later) & set(ids(waiting)), "the stream's to quarantine, not the backfill's"
+        runner.run_incremental([iot.table(SCORES)])
+    assert ids(waiting) == ids("silver.device_events"), "each once, the stream's included"
+    first_hour = set(ids("silver.device_events"))
 
     strict = fail_next_scores(spark, lake, iot, r"iot_anomaly.*no version promoted")
     with pytest.raises(ModelUnavailable, match="no version promoted"):
         backfill(spark, lake, strict, hour, [SCORES])
+
+    # once a version is in force, a backfill scores the slice: none waits any more
+    model = iot.model("iot_anomaly")
+    train(spark, lake, iot, model, train_range=Slice(START, START + timedelta(minutes=40)),
+          eval_range=Slice(START + timedelta(minutes=40), START + timedelta(hours=1)), promote=True, by="test")  # fmt: skip
+    backfill(spark, lake, iot, hour, [SCORES])
+    in_hour = Counter({i: n for i, n in ids("silver.device_events").items() if i in first_hour})
+    assert ids(SCORES) == in_hour and not set(ids(waiting)) & set(in_hour), "scored, none left waiting"
 
 
 def test_the_scores_table_checks_hold(spark, scenario: dict, iot: Pipeline, tmp_path: Path) -> None:
