@@ -10,6 +10,8 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
+import time
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
@@ -66,15 +68,37 @@ class DagRunResult:
 
 
 def run_dag(
-    env: dict[str, str], dag_id: str, conf: dict | None = None, logical_date: str | None = None
+    env: dict[str, str],
+    dag_id: str,
+    conf: dict | None = None,
+    logical_date: str | None = None,
+    helper: subprocess.Popen | None = None,
 ) -> DagRunResult:
-    """Run ``dag_id`` once with ``dag.test()``; its state and each task's state and return value."""
+    """Run ``dag_id`` once with ``dag.test()``; its state and each task's state and return value.
+
+    ``helper`` is a process the run waits for (an operator answering its approval): if it fails,
+    the run would wait for ever, so the run is stopped at once and both outputs are shown."""
     args = [sys.executable, str(RUN_DAG), dag_id, json.dumps(conf or {})]
     args += [logical_date] if logical_date else []
-    result = subprocess.run(args, env=env, capture_output=True, text=True, timeout=1200, cwd=REPO)
-    output = result.stdout + result.stderr
-    lines = [line for line in result.stdout.splitlines() if line.startswith(MARKER)]
-    assert lines, f"dag.test() of {dag_id} printed no result (exit {result.returncode}):\n{output[-6000:]}"
+    with tempfile.TemporaryFile("w+") as printed:
+        process = subprocess.Popen(args, env=env, stdout=printed, stderr=subprocess.STDOUT, text=True, cwd=REPO)
+        deadline, why = time.monotonic() + 1200, ""
+        while process.poll() is None and not why:
+            if time.monotonic() > deadline:
+                why = "did not end within 1200 s"
+            elif helper is not None and helper.poll() not in (None, 0):
+                why = f"waits for a helper that failed (exit {helper.returncode}):\n{helper.communicate()[0][-4000:]}"
+            else:
+                time.sleep(1)
+        if why:
+            process.kill()
+            process.wait()
+        printed.seek(0)
+        output = printed.read()
+    if why:  # what the run was doing is the only clue: show its end
+        pytest.fail(f"dag.test() of {dag_id} {why}\nthe run's last output:\n{output[-12000:]}")
+    lines = [line for line in output.splitlines() if line.startswith(MARKER)]
+    assert lines, f"dag.test() of {dag_id} printed no result (exit {process.returncode}):\n{output[-6000:]}"
     data = json.loads(lines[-1][len(MARKER) :])
     return DagRunResult(data["state"], data["interval"], data["tasks"], output)
 
@@ -112,10 +136,12 @@ def reap_drivers(cli_env: dict[str, str]):
 
 @pytest.fixture
 def airflow_run(dag_env: dict[str, str]):
-    """``airflow_run(dag_id, conf=None, logical_date=None)`` -> :class:`DagRunResult`."""
+    """``airflow_run(dag_id, conf=None, logical_date=None, helper=None)`` -> :class:`DagRunResult`."""
 
-    def run(dag_id: str, conf: dict | None = None, logical_date: str | None = None) -> DagRunResult:
-        return run_dag(dag_env, dag_id, conf, logical_date)
+    def run(
+        dag_id: str, conf: dict | None = None, logical_date: str | None = None, helper: subprocess.Popen | None = None
+    ) -> DagRunResult:
+        return run_dag(dag_env, dag_id, conf, logical_date, helper)
 
     return run
 

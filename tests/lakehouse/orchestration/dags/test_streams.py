@@ -234,7 +234,7 @@ def answer_later(env: dict[str, str], dag_id: str, task_id: str, option: str) ->
     """An operator who answers ``option`` to ``task_id``'s request once it is pending, through
     Airflow's REST API on the run's database (``answer_hitl.py``)."""
     env = {**env, "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS": "True"}
-    args = [sys.executable, str(ANSWER), dag_id, task_id, option, "900"]
+    args = [sys.executable, str(ANSWER), dag_id, task_id, option, "1200"]
     return subprocess.Popen(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
 
@@ -279,7 +279,7 @@ def test_a_deploy_plans_first_and_an_incompatible_change_waits_for_approval_then
     conf = {"flows": [STATS, status.name], "interval": "1 second"}
 
     operator = answer_later(dag_env, "iot_stream_deploy", "approve", "Reject")
-    run = airflow_run("iot_stream_deploy", conf)
+    run = airflow_run("iot_stream_deploy", conf, helper=operator)
     request = request_seen(operator)
     assert run.state == "success", run.output[-6000:]
     assert {t: run.task(t)["state"] for t in ("plan", "decide", "approve", "stop_for_reset", "reset", "deploy")} == {
@@ -295,7 +295,7 @@ def test_a_deploy_plans_first_and_an_incompatible_change_waits_for_approval_then
     assert control.latest_plan()["flows"] == run.value("plan")["flows"], "the cockpit shows this plan"
 
     operator = answer_later(dag_env, "iot_stream_deploy", "approve", "Approve")
-    run = airflow_run("iot_stream_deploy", conf)
+    run = airflow_run("iot_stream_deploy", conf, helper=operator)
     request_seen(operator)
     assert run.state == "success", run.output[-6000:]
     assert run.task("reset")["state"] == "success"
