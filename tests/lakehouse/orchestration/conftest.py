@@ -81,7 +81,9 @@ def run_dag(
     args = [sys.executable, str(RUN_DAG), dag_id, json.dumps(conf or {})]
     args += [logical_date] if logical_date else []
     with tempfile.TemporaryFile("w+") as printed:
-        process = subprocess.Popen(args, env=env, stdout=printed, stderr=subprocess.STDOUT, text=True, cwd=REPO)
+        process = subprocess.Popen(
+            args, env=env, stdout=printed, stderr=subprocess.STDOUT, text=True, cwd=REPO
+        )
         deadline, why = time.monotonic() + 1200, ""
         while process.poll() is None and not why:
             if time.monotonic() > deadline:
@@ -139,7 +141,10 @@ def airflow_run(dag_env: dict[str, str]):
     """``airflow_run(dag_id, conf=None, logical_date=None, helper=None)`` -> :class:`DagRunResult`."""
 
     def run(
-        dag_id: str, conf: dict | None = None, logical_date: str | None = None, helper: subprocess.Popen | None = None
+        dag_id: str,
+        conf: dict | None = None,
+        logical_date: str | None = None,
+        helper: subprocess.Popen | None = None,
     ) -> DagRunResult:
         return run_dag(dag_env, dag_id, conf, logical_date, helper)
 
