@@ -6,7 +6,9 @@ import atexit
 import contextlib
 import json
 import os
+import re
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
@@ -14,6 +16,7 @@ import threading
 import time
 import traceback
 from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -529,6 +532,108 @@ def s3a_env(object_store, monkeypatch: pytest.MonkeyPatch) -> Callable[[str], st
     yield point
     settings.cache_clear()
     objects.s3.cache_clear()
+
+
+class RequestHold:
+    """Requests to the store the relay holds back: once :meth:`arm`-ed with a pattern, the first
+    request whose bytes match it waits (``held`` is set) until :meth:`release`: a stalled S3
+    request, at a moment the test chooses (e.g. a Delta log commit, after the data files)."""
+
+    def __init__(self) -> None:
+        self.pattern: re.Pattern[bytes] | None = None
+        self.held, self.released = threading.Event(), threading.Event()
+        self.requests: list[bytes] = []
+
+    def arm(self, pattern: bytes) -> None:
+        self.pattern = re.compile(pattern)
+
+    def release(self) -> None:
+        self.pattern = None
+        self.released.set()
+
+    def wait_if_held(self, data: bytes) -> None:
+        if self.pattern is not None and (found := self.pattern.search(data)):
+            self.requests.append(data[: found.end()])
+            self.held.set()
+            self.released.wait(timeout=600)
+
+
+@dataclass(frozen=True)
+class OtherHost:
+    """Another host on the test's machine: network namespace ``netns`` reaches only the object
+    store, at ``endpoint``, through a relay whose requests ``hold`` can stall."""
+
+    netns: str
+    endpoint: str
+    hold: RequestHold
+
+    def command(self, *args: str) -> list[str]:
+        """``args`` run on this host."""
+        return ["ip", "netns", "exec", self.netns, *args]
+
+
+@pytest.fixture
+def other_host(object_store) -> Iterator[OtherHost]:
+    """A network namespace joined to this one by a veth pair (a /30 of its own) and nothing else:
+    the only thing it reaches is the object store, through a TCP relay on this side's address
+    (the store itself listens on 127.0.0.1, which the namespace cannot see)."""
+    tag = f"{os.getpid() % 100_000}"
+    netns, outside, inside = f"lh-host-{tag}", f"lhv{tag}a", f"lhv{tag}b"
+    subnet = f"10.{200 + os.getpid() % 50}.{os.getpid() % 250}"
+    setup = [
+        ["ip", "netns", "add", netns],
+        ["ip", "link", "add", outside, "type", "veth", "peer", "name", inside],
+        ["ip", "link", "set", inside, "netns", netns],
+        ["ip", "addr", "add", f"{subnet}.1/30", "dev", outside],
+        ["ip", "link", "set", outside, "up"],
+        ["ip", "netns", "exec", netns, "ip", "addr", "add", f"{subnet}.2/30", "dev", inside],
+        ["ip", "netns", "exec", netns, "ip", "link", "set", inside, "up"],
+        ["ip", "netns", "exec", netns, "ip", "link", "set", "lo", "up"],
+    ]
+    relay = socket.create_server((f"{subnet}.1", 0)) if _run_all(setup) else None
+    hold = RequestHold()
+    try:
+        assert relay is not None, "cannot create a network namespace here (needs CAP_NET_ADMIN)"
+        threading.Thread(target=_relay, args=(relay, object_store.port, hold), daemon=True).start()
+        yield OtherHost(netns, f"http://{subnet}.1:{relay.getsockname()[1]}", hold)
+    finally:
+        hold.release()
+        if relay is not None:
+            relay.close()
+        subprocess.run(["ip", "link", "del", outside], capture_output=True, check=False)
+        subprocess.run(["ip", "netns", "del", netns], capture_output=True, check=False)
+
+
+def _run_all(commands: list[list[str]]) -> bool:
+    for command in commands:
+        done = subprocess.run(command, capture_output=True, text=True, check=False)
+        if done.returncode != 0:
+            print(f"{' '.join(command)}: {done.stderr.strip()}")
+            return False
+    return True
+
+
+def _relay(server: socket.socket, port: int, hold: RequestHold) -> None:
+    """Accept connections on ``server`` and pump each to 127.0.0.1:``port`` and back (requests
+    through ``hold``)."""
+
+    def pump(source: socket.socket, target: socket.socket, requests: bool) -> None:
+        with contextlib.suppress(OSError):
+            while data := source.recv(65536):
+                if requests:
+                    hold.wait_if_held(data)
+                target.sendall(data)
+        with contextlib.suppress(OSError):
+            target.shutdown(socket.SHUT_WR)
+
+    while True:
+        try:
+            client, _ = server.accept()
+        except OSError:  # closed: the test is over
+            return
+        upstream = socket.create_connection(("127.0.0.1", port))
+        for source, target, requests in ((client, upstream, True), (upstream, client, False)):
+            threading.Thread(target=pump, args=(source, target, requests), daemon=True).start()
 
 
 # --------------------------------------------------------------------------- Airflow

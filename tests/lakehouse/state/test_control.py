@@ -7,12 +7,11 @@ import contextlib
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -292,7 +291,7 @@ def test_a_driver_pauses_for_a_backfill_and_takes_its_flow_back(control: FlowCon
 
 
 # A driver on a "host" of its own (a UTS namespace: its own hostname; host B also its own network
-# namespace, see ``other_network``) with only the object store in common: waits for the flow's
+# namespace, see ``other_host``) with only the object store in common: waits for the flow's
 # lease, then commits one row per turn to a Delta table on the store (delta-rs, conditional
 # commits), asking ``check_fences`` before each, as every Delta commit of the platform does; reports each commit after it landed. A "paced" driver commits once
 # per line on its stdin, so that the test freezes it between two commits, never in one.
@@ -348,66 +347,6 @@ def on_host(
     )  # fmt: skip
 
 
-@contextlib.contextmanager
-def other_network(store_port: int) -> Iterator[tuple[str, str]]:
-    """A network namespace joined to this one by a veth pair (a /30 of its own) and nothing else:
-    the only thing it reaches is the object store, through a TCP relay on this side's address
-    (the store itself listens on 127.0.0.1, which the namespace cannot see). Yields the
-    namespace's name and the store's endpoint as seen from it."""
-    tag = f"{os.getpid() % 100_000}"
-    netns, outside, inside = f"lh-host-{tag}", f"lhv{tag}a", f"lhv{tag}b"
-    subnet = f"10.{200 + os.getpid() % 50}.{os.getpid() % 250}"
-    setup = [
-        ["ip", "netns", "add", netns],
-        ["ip", "link", "add", outside, "type", "veth", "peer", "name", inside],
-        ["ip", "link", "set", inside, "netns", netns],
-        ["ip", "addr", "add", f"{subnet}.1/30", "dev", outside],
-        ["ip", "link", "set", outside, "up"],
-        ["ip", "netns", "exec", netns, "ip", "addr", "add", f"{subnet}.2/30", "dev", inside],
-        ["ip", "netns", "exec", netns, "ip", "link", "set", inside, "up"],
-        ["ip", "netns", "exec", netns, "ip", "link", "set", "lo", "up"],
-    ]
-    relay = socket.create_server((f"{subnet}.1", 0)) if _run_all(setup) else None
-    try:
-        assert relay is not None, "cannot create a network namespace here (needs CAP_NET_ADMIN)"
-        threading.Thread(target=_relay, args=(relay, store_port), daemon=True).start()
-        yield netns, f"http://{subnet}.1:{relay.getsockname()[1]}"
-    finally:
-        if relay is not None:
-            relay.close()
-        subprocess.run(["ip", "link", "del", outside], capture_output=True, check=False)
-        subprocess.run(["ip", "netns", "del", netns], capture_output=True, check=False)
-
-
-def _run_all(commands: list[list[str]]) -> bool:
-    for command in commands:
-        done = subprocess.run(command, capture_output=True, text=True, check=False)
-        if done.returncode != 0:
-            print(f"{' '.join(command)}: {done.stderr.strip()}")
-            return False
-    return True
-
-
-def _relay(server: socket.socket, port: int) -> None:
-    """Accept connections on ``server`` and pump each to 127.0.0.1:``port`` and back."""
-
-    def pump(source: socket.socket, target: socket.socket) -> None:
-        with contextlib.suppress(OSError):
-            while data := source.recv(65536):
-                target.sendall(data)
-        with contextlib.suppress(OSError):
-            target.shutdown(socket.SHUT_WR)
-
-    while True:
-        try:
-            client, _ = server.accept()
-        except OSError:  # closed: the test is over
-            return
-        upstream = socket.create_connection(("127.0.0.1", port))
-        for source, target in ((client, upstream), (upstream, client)):
-            threading.Thread(target=pump, args=(source, target), daemon=True).start()
-
-
 def events(process: subprocess.Popen, until: Callable[[dict], bool], timeout: float) -> list[dict]:
     """``process``'s reports until one satisfies ``until`` (which is included)."""
     seen: list[dict] = []
@@ -422,7 +361,7 @@ def events(process: subprocess.Popen, until: Callable[[dict], bool], timeout: fl
 
 
 def test_two_hosts_sharing_only_the_store_one_runs_the_flow_and_a_frozen_holder_never_commits_again(
-    s3a_env, object_store, tmp_path: Path
+    s3a_env, object_store, other_host, tmp_path: Path
 ) -> None:
     """Host A holds the flow and commits; host B (its own hostname and network namespace, which
     reaches only the store) waits (held by A). A is frozen with SIGSTOP: B takes the flow over
@@ -431,17 +370,17 @@ def test_two_hosts_sharing_only_the_store_one_runs_the_flow_and_a_frozen_holder_
     exactly the rows each host reported committed (the drivers' own record)."""
     bucket = s3a_env("two-hosts")
     control_uri, table, ttl = f"{bucket}/{tmp_path.name}/control", f"{bucket}/{tmp_path.name}/table", 3.0
-    with other_network(object_store.port) as (netns, endpoint):
-        conf = os.environ["LAKEHOUSE_SPARK_CONF"].replace(object_store.endpoint, endpoint)
-        assert endpoint in conf and object_store.endpoint not in conf
-        host_b_env = {**os.environ, "LAKEHOUSE_SPARK_CONF": conf}
-        reach = "import socket, sys; socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=5)"
-        direct = subprocess.run(["ip", "netns", "exec", netns, sys.executable, "-c", reach, "127.0.0.1",
-                                 str(object_store.port)], capture_output=True, text=True, check=False)  # fmt: skip
-        assert "ConnectionRefusedError" in direct.stderr, "host B sees this host's 127.0.0.1"
-        two_hosts(control_uri, table, ttl, lambda: on_host(
-            "host-b", control_uri, table, str(ttl), FLOW, "free", netns=netns, env=host_b_env
-        ))  # fmt: skip
+    netns, endpoint = other_host.netns, other_host.endpoint
+    conf = os.environ["LAKEHOUSE_SPARK_CONF"].replace(object_store.endpoint, endpoint)
+    assert endpoint in conf and object_store.endpoint not in conf
+    host_b_env = {**os.environ, "LAKEHOUSE_SPARK_CONF": conf}
+    reach = "import socket, sys; socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=5)"
+    direct = subprocess.run(["ip", "netns", "exec", netns, sys.executable, "-c", reach, "127.0.0.1",
+                             str(object_store.port)], capture_output=True, text=True, check=False)  # fmt: skip
+    assert "ConnectionRefusedError" in direct.stderr, "host B sees this host's 127.0.0.1"
+    two_hosts(control_uri, table, ttl, lambda: on_host(
+        "host-b", control_uri, table, str(ttl), FLOW, "free", netns=netns, env=host_b_env
+    ))  # fmt: skip
 
 
 def two_hosts(control_uri: str, table: str, ttl: float, start_b: Callable[[], subprocess.Popen]) -> None:
