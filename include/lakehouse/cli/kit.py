@@ -107,6 +107,9 @@ def configure_logging(
     for noisy in ("py4j", "urllib3", "filelock", "pyhive"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
     logging.getLogger("thrift").setLevel(logging.CRITICAL)  # connection failures: reported by us
+    # a foreachBatch function's error, logged with its traceback as py4j hands it to the JVM: the
+    # query's failure carries it, and the flow's failure says it (``lakehouse.run.failures``)
+    logging.getLogger("py4j.clientserver").setLevel(logging.CRITICAL)
 
 
 def load_pipeline(name: str) -> Pipeline:

@@ -82,7 +82,12 @@ class ProgressRecorder(StreamingQueryListener):
         pipeline, flow = split_query_name(self._names.get(query_id))
         if kind == "terminated":
             level = logging.ERROR if exception else logging.INFO
-            log.log(level, "%s.%s terminated%s", pipeline, flow, f": {exception}" if exception else "")
+            said = (
+                f": {exception.splitlines()[0][:300]} (the whole error: ops.stream_progress)"
+                if exception
+                else ""
+            )
+            log.log(level, "%s.%s terminated%s", pipeline, flow, said)  # the runner says why, once
         elif kind == "started":
             log.info("%s.%s started (query %s)", pipeline, flow, query_id)
         self._safe_append(

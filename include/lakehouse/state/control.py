@@ -82,8 +82,9 @@ class PauseTimeout(OperationFailed):
     """A driver did not pause its flow in time for a backfill (a long micro-batch?)."""
 
 
-class LeaseLost(RuntimeError):
-    """Our lease was taken over or could not be renewed in time: stop writing at once."""
+class LeaseLost(OperationFailed):
+    """Our lease was taken over or could not be renewed in time: stop writing at once (a
+    command says so in one line, as for any failed operation)."""
 
 
 # --------------------------------------------------------------------------- leases

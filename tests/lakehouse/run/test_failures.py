@@ -64,6 +64,18 @@ def test_errors_without_a_known_cause_pass_unchanged_and_state_errors_say_what_t
     assert "`lakehouse reset p --flow gold.t --downstream`" in said and "stateSchemaCheck" not in said
 
 
+def test_a_flow_whose_lease_passed_to_another_says_so_without_its_stack_trace() -> None:
+    error = (  # a foreachBatch function's LeaseLost as Spark's query error carries it
+        "[STREAM_FAILED] Query [id = 1] terminated with exception: [FOREACH_BATCH_USER_FUNCTION_ERROR] "
+        'Return Message: Traceback (most recent call last):\n  File "publish.py", line 62, in publish\n'
+        "lakehouse.state.control.LeaseLost: the lease of 'silver.t' is now held by host-b:42:ab\n"
+        "\tat org.apache.spark.sql.execution.streaming.sources.ForeachBatchSink.callBatchWriter(x.scala:60)"
+    )
+    said = explain("p", "silver.t", "/c", error)
+    assert said.startswith("it stopped: the lease of 'silver.t' is now held by host-b:42:ab; another process")
+    assert "Traceback" not in said and "scala" not in said
+
+
 @pytest.mark.slow
 def test_a_pipeline_changed_step_by_step_fix_re_key_new_field_and_loosened_expectation(
     spark, read, lake: Lake, iot: Pipeline, iot_landing: Landing, monkeypatch: pytest.MonkeyPatch
