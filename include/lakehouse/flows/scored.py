@@ -53,12 +53,14 @@ class ScoredFlow(FlowKind):
         as_of: Mapping[str, int] | None = None,
         settlements: list[Callable[[], DataFrame | None]] | None = None,
     ) -> DataFrame:
-        """Its upstream's rows, which the runners score batch by batch."""
+        """Its upstream's rows (at the version ``as_of`` names), which the runners score batch by
+        batch."""
         table = flow.table
         (upstream,) = table.upstreams
         return read_upstream(
             flow.spark, flow.lake, flow.pipeline, table, upstream, streaming=streaming,
             reads=self.input_slice(table, slice_, upstream), unlimited=unlimited,
+            version=(as_of or {}).get(upstream.table),
         )  # fmt: skip
 
     def stream(

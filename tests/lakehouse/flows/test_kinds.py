@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from lakehouse import registry
-from lakehouse.flows import FlowKind, kind_of
+from lakehouse.flows import Flow, FlowKind, kind_of
 from lakehouse.flows.changes import ChangesFlow
 from lakehouse.flows.ingest import IngestFlow
 from lakehouse.flows.scored import ScoredFlow
@@ -99,6 +99,23 @@ def test_a_scored_table_runs_as_a_scored_flow() -> None:
     iot = registry.get("pipelines", "iot")
     scored = [t for t in iot.tables if t.model is not None]
     assert scored and all(type(kind_of(t)) is ScoredFlow for t in scored)
+
+
+def test_a_scored_flows_rows_as_of_a_version_read_its_upstream_at_that_version(spark, lake) -> None:
+    """What a backfill of a positioned flow reads: its upstream as its stream read it (``as_of``),
+    not the rows committed since. Oracle: the rows of each version, written here."""
+    iot = registry.get("pipelines", "iot")
+    table = next(t for t in iot.tables if t.model is not None)
+    (upstream,) = table.upstreams
+    path = lake.table(upstream.table)
+    rows = spark.createDataFrame([("e1",)], "event_id STRING")
+    rows.write.format("delta").save(path)  # version 0
+    spark.createDataFrame([("e2",)], "event_id STRING").write.format("delta").mode("append").save(path)
+    flow = Flow(spark, lake, iot, table)
+    then = flow.kind.rows(flow, streaming=False, as_of={upstream.table: 0})
+    now = flow.kind.rows(flow, streaming=False)
+    assert sorted(r["event_id"] for r in then.collect()) == ["e1"]
+    assert sorted(r["event_id"] for r in now.collect()) == ["e1", "e2"]
 
 
 def test_a_kind_of_your_own_is_named_by_the_table(monkeypatch: pytest.MonkeyPatch) -> None:
