@@ -84,14 +84,15 @@ class Origin:
     code_version: str | None = None
     epoch: int | None = None
 
-    def commit(self, what: str) -> delta.Commit:
+    def commit(self, what: str, *, app_suffix: str = "") -> delta.Commit:
         """The commit of these rows into a table (``what`` names it in logs): a stream's or a
-        replay's batch exactly once (its run and batch ids), a slice as one attempt."""
+        replay's batch exactly once (its run and batch ids, the run's id + ``app_suffix`` for a
+        second commit of the batch into the same table), a slice as one attempt."""
         batched = self.kind != "backfill"
         return delta.Commit(
             what, code_version=self.code_version, epoch=self.epoch,
-            app_id=self.run_id if batched else None, batch=self.batch_id if batched else None,
-            replay_possible=self.first_of_run,
+            app_id=self.run_id + app_suffix if batched else None,
+            batch=self.batch_id if batched else None, replay_possible=self.first_of_run,
         )  # fmt: skip
 
     @property
@@ -289,7 +290,7 @@ class TableWriter:
         if origin.kind == "stream":
             assert origin.batch_id is not None
             what = f"{self.table.name}: what batch {origin.batch_id}'s accounting found"
-            delta.append_once(rows, self.path, origin.commit(what).of(what, app_suffix="/found"))
+            delta.append_once(rows, self.path, origin.commit(what, app_suffix="/found"))
         else:
             delta.append(rows, self.path)
 
