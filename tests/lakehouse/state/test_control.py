@@ -335,14 +335,14 @@ for seq in range(10_000):
 
 
 def on_host(
-    name: str, *args: str, netns: str | None = None, env: dict[str, str] | None = None
+    name: str, *args: str, on: Callable[..., list[str]] | None = None, env: dict[str, str] | None = None
 ) -> subprocess.Popen:
-    """``HOST_DRIVER`` in a UTS namespace whose hostname is ``name``, in network namespace
-    ``netns`` (default: this one)."""
-    inside = [] if netns is None else ["ip", "netns", "exec", netns]
+    """``HOST_DRIVER`` in a UTS namespace whose hostname is ``name``, run ``on`` another host's
+    network (``OtherHost.command``; default: this one's)."""
+    command = ["unshare", "--uts", "sh", "-c", 'hostname "$0" && exec "$@"', name, sys.executable, "-c",
+               HOST_DRIVER, *args]  # fmt: skip
     return subprocess.Popen(
-        [*inside, "unshare", "--uts", "sh", "-c", 'hostname "$0" && exec "$@"', name, sys.executable, "-c",
-         HOST_DRIVER, *args],
+        command if on is None else on(*command),
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env,
     )  # fmt: skip
 
@@ -370,16 +370,16 @@ def test_two_hosts_sharing_only_the_store_one_runs_the_flow_and_a_frozen_holder_
     exactly the rows each host reported committed (the drivers' own record)."""
     bucket = s3a_env("two-hosts")
     control_uri, table, ttl = f"{bucket}/{tmp_path.name}/control", f"{bucket}/{tmp_path.name}/table", 3.0
-    netns, endpoint = other_host.netns, other_host.endpoint
+    endpoint = other_host.endpoint
     conf = os.environ["LAKEHOUSE_SPARK_CONF"].replace(object_store.endpoint, endpoint)
     assert endpoint in conf and object_store.endpoint not in conf
     host_b_env = {**os.environ, "LAKEHOUSE_SPARK_CONF": conf}
     reach = "import socket, sys; socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=5)"
-    direct = subprocess.run(["ip", "netns", "exec", netns, sys.executable, "-c", reach, "127.0.0.1",
-                             str(object_store.port)], capture_output=True, text=True, check=False)  # fmt: skip
+    direct = subprocess.run(other_host.command(sys.executable, "-c", reach, "127.0.0.1", str(object_store.port)),
+                            capture_output=True, text=True, check=False)  # fmt: skip
     assert "ConnectionRefusedError" in direct.stderr, "host B sees this host's 127.0.0.1"
     two_hosts(control_uri, table, ttl, lambda: on_host(
-        "host-b", control_uri, table, str(ttl), FLOW, "free", netns=netns, env=host_b_env
+        "host-b", control_uri, table, str(ttl), FLOW, "free", on=other_host.command, env=host_b_env
     ))  # fmt: skip
 
 
