@@ -47,8 +47,14 @@ def main() -> None:
                 print(f"{method} {path}: {exc!r}; retrying", flush=True)
                 time.sleep(1)
 
+    polls = 0
     while True:
         details = call("GET", f"/api/v2/dags/{dag_id}/dagRuns/~/hitlDetails")
+        if polls % 30 == 0:  # what it sees, for a run left waiting (printed if the test fails)
+            seen = [(d["task_instance"]["dag_run_id"], d["task_instance"]["task_id"], d["response_received"])
+                    for d in details["hitl_details"]]  # fmt: skip
+            print(f"{time.strftime('%X')} requests seen: {seen}", flush=True)
+        polls += 1
         pending = [
             d
             for d in details["hitl_details"]

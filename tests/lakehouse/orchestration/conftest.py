@@ -95,6 +95,9 @@ def run_dag(
         if why:
             process.kill()
             process.wait()
+            if helper is not None and helper.poll() is None:  # what the helper saw meanwhile
+                helper.kill()
+                why += f"\nits helper, stopped, had printed:\n{helper.communicate()[0][-4000:]}"
         printed.seek(0)
         output = printed.read()
     if why:  # what the run was doing is the only clue: show its end
