@@ -17,6 +17,11 @@ import time
 MARKER = "HITL-REQUEST "
 
 
+def brief(exc: BaseException) -> str:
+    """An error's first line, short: a SQLAlchemy error's repr carries its whole statement."""
+    return f"{type(exc).__name__}: {str(exc).splitlines()[0][:300] if str(exc) else ''}"
+
+
 def main() -> None:
     from airflow.api_fastapi.app import create_app
     from fastapi.testclient import TestClient
@@ -30,7 +35,7 @@ def main() -> None:
         except Exception as exc:
             if time.monotonic() > deadline:
                 raise
-            print(f"starting the API: {exc!r}; retrying", flush=True)
+            print(f"starting the API: {brief(exc)}; retrying", flush=True)
             time.sleep(1)
 
     def call(method: str, path: str, **kwargs: object) -> dict:
@@ -44,7 +49,7 @@ def main() -> None:
             except Exception as exc:  # printed, retried, fatal only at the deadline
                 if time.monotonic() > deadline:
                     raise
-                print(f"{method} {path}: {exc!r}; retrying", flush=True)
+                print(f"{method} {path}: {brief(exc)}; retrying", flush=True)
                 time.sleep(1)
 
     polls = 0
@@ -71,6 +76,14 @@ def main() -> None:
     answered = call("PATCH", path, json={"chosen_options": [option], "params_input": {}})
     seen = {k: request[k] for k in ("subject", "body", "options")}
     print(MARKER + json.dumps({**seen, "chosen": answered["chosen_options"]}), flush=True)
+    # The answer resumes the task (its state leaves awaiting input): say so, for a run left waiting.
+    task_path = f"/api/v2/dags/{dag_id}/dagRuns/{run_id}/taskInstances/{task_id}"
+    for _ in range(60):
+        state = call("GET", task_path)["state"]
+        if state != "awaiting_input":
+            break
+        time.sleep(1)
+    print(f"{time.strftime('%X')} answered {option!r} to run {run_id}; the task is now {state}", flush=True)
 
 
 if __name__ == "__main__":

@@ -26,6 +26,7 @@ from lakehouse.state.control import FlowControl
 REPO = Path(__file__).resolve().parents[3]
 BIN = Path(sys.executable).parent
 RUN_DAG = Path(__file__).with_name("run_dag.py")
+ANSWER_HITL = Path(__file__).with_name("answer_hitl.py")
 MARKER = "DAG-TEST-RESULT "
 STACK_BUCKET = "stack-lake"
 
@@ -51,6 +52,52 @@ def dag_env(airflow_home: Path, cli_env: dict[str, str]) -> dict[str, str]:
 
 
 @dataclass(frozen=True)
+class Helper:
+    """A process a DAG run waits for (an operator answering its approval), printing to a file:
+    a pipe nobody reads until the end fills up and stops a chatty helper mid-print."""
+
+    process: subprocess.Popen[str]
+    printed: Path
+
+    @classmethod
+    def start(cls, args: list[str], env: dict[str, str]) -> Helper:
+        printed = Path(tempfile.mkstemp(prefix="dag-helper-", suffix=".log")[1])
+        with printed.open("w") as out:
+            process = subprocess.Popen(args, env=env, stdout=out, stderr=subprocess.STDOUT, text=True)
+        return cls(process, printed)
+
+    def failed(self) -> bool:
+        return self.process.poll() not in (None, 0)
+
+    def output(self) -> str:
+        return self.printed.read_text(errors="replace")
+
+    def finish(self, timeout: float = 120) -> str:
+        """Its whole output once it has ended (killed after ``timeout`` seconds)."""
+        try:
+            self.process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+        output = self.output()
+        self.printed.unlink(missing_ok=True)
+        return output
+
+
+@pytest.fixture
+def answer_later(dag_env: dict[str, str]):
+    """``answer_later(dag_id, task_id, option)`` -> :class:`Helper`: an operator who answers
+    ``option`` to ``task_id``'s request once it is pending, through Airflow's REST API on the
+    run's database (``answer_hitl.py``); pass it to ``airflow_run(..., helper=)``."""
+    env = {**dag_env, "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS": "True"}
+
+    def start(dag_id: str, task_id: str, option: str) -> Helper:
+        return Helper.start([sys.executable, str(ANSWER_HITL), dag_id, task_id, option, "1200"], env)
+
+    return start
+
+
+@dataclass(frozen=True)
 class DagRunResult:
     state: str
     interval: list[str]
@@ -72,7 +119,7 @@ def run_dag(
     dag_id: str,
     conf: dict | None = None,
     logical_date: str | None = None,
-    helper: subprocess.Popen | None = None,
+    helper: Helper | None = None,
 ) -> DagRunResult:
     """Run ``dag_id`` once with ``dag.test()``; its state and each task's state and return value.
 
@@ -88,16 +135,20 @@ def run_dag(
         while process.poll() is None and not why:
             if time.monotonic() > deadline:
                 why = "did not end within 1200 s"
-            elif helper is not None and helper.poll() not in (None, 0):
-                why = f"waits for a helper that failed (exit {helper.returncode}):\n{helper.communicate()[0][-4000:]}"
+            elif helper is not None and helper.failed():
+                why = f"waits for a helper that failed (exit {helper.process.returncode}):\n{helper.output()[-4000:]}"
             else:
                 time.sleep(1)
         if why:
             process.kill()
             process.wait()
-            if helper is not None and helper.poll() is None:  # what the helper saw meanwhile
-                helper.kill()
-                why += f"\nits helper, stopped, had printed:\n{helper.communicate()[0][-4000:]}"
+            if helper is not None:  # what the helper saw meanwhile, and whether it answered
+                state = (
+                    "still running, stopped"
+                    if helper.process.poll() is None
+                    else f"exit {helper.process.returncode}"
+                )
+                why += f"\nits helper ({state}) had printed:\n{helper.finish(timeout=0.1)[-4000:]}"
         printed.seek(0)
         output = printed.read()
     if why:  # what the run was doing is the only clue: show its end
@@ -147,7 +198,7 @@ def airflow_run(dag_env: dict[str, str]):
         dag_id: str,
         conf: dict | None = None,
         logical_date: str | None = None,
-        helper: subprocess.Popen | None = None,
+        helper: Helper | None = None,
     ) -> DagRunResult:
         return run_dag(dag_env, dag_id, conf, logical_date, helper)
 

@@ -12,8 +12,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
-import sys
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -32,7 +30,6 @@ from lakehouse.state.control import Deployment, FlowControl
 from lakehouse.state.driver_logs import driver_logs, shared_logs
 from pipelines.iot.generator import Summary, generate
 
-ANSWER = Path(__file__).parents[1] / "answer_hitl.py"
 HITL_MARKER = "HITL-REQUEST "
 FLOWS = registry.get("pipelines", "iot").table_names  # the scores wait in quarantine: no model yet
 START = datetime(2026, 2, 1, 8, tzinfo=UTC)
@@ -230,25 +227,18 @@ def escaped(text: str) -> str:
     return text.replace("<", "&lt;").replace(">", "&gt;")
 
 
-def answer_later(env: dict[str, str], dag_id: str, task_id: str, option: str) -> subprocess.Popen[str]:
-    """An operator who answers ``option`` to ``task_id``'s request once it is pending, through
-    Airflow's REST API on the run's database (``answer_hitl.py``)."""
-    env = {**env, "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS": "True"}
-    args = [sys.executable, str(ANSWER), dag_id, task_id, option, "1200"]
-    return subprocess.Popen(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-
-
-def request_seen(operator: subprocess.Popen[str]) -> dict[str, Any]:
-    output, _ = operator.communicate(timeout=120)
+def request_seen(operator: Any) -> dict[str, Any]:
+    """The request ``operator`` (conftest's ``Helper``) answered, as it saw it."""
+    output = operator.finish()
     lines = [line for line in output.splitlines() if line.startswith(HITL_MARKER)]
-    assert operator.returncode == 0 and lines, output[-4000:]
+    assert operator.process.returncode == 0 and lines, output[-4000:]
     return json.loads(lines[-1][len(HITL_MARKER) :])
 
 
 @pytest.mark.slow
 @pytest.mark.timeout(1500)  # three DAG runs with drivers: 8 minutes on a machine loaded to 10
 def test_a_deploy_plans_first_and_an_incompatible_change_waits_for_approval_then_resets(
-    spark, airflow_run, dag_env: dict[str, str], iot: Pipeline, reap_drivers, truth_of_landing
+    spark, airflow_run, answer_later, dag_env: dict[str, str], iot: Pipeline, reap_drivers, truth_of_landing
 ) -> None:
     """The deployed checkpoints were written by other code: the gold aggregate with one more key
     (the declared code's key is a change of state) and a status transform that differs only in
@@ -278,7 +268,7 @@ def test_a_deploy_plans_first_and_an_incompatible_change_waits_for_approval_then
         )
     conf = {"flows": [STATS, status.name], "interval": "1 second"}
 
-    operator = answer_later(dag_env, "iot_stream_deploy", "approve", "Reject")
+    operator = answer_later("iot_stream_deploy", "approve", "Reject")
     run = airflow_run("iot_stream_deploy", conf, helper=operator)
     request = request_seen(operator)
     assert run.state == "success", run.output[-6000:]
@@ -294,7 +284,7 @@ def test_a_deploy_plans_first_and_an_incompatible_change_waits_for_approval_then
     assert control.deployment(STATS) is None and control.running(STATS) is None, "rejected: nothing starts"
     assert control.latest_plan()["flows"] == run.value("plan")["flows"], "the cockpit shows this plan"
 
-    operator = answer_later(dag_env, "iot_stream_deploy", "approve", "Approve")
+    operator = answer_later("iot_stream_deploy", "approve", "Approve")
     run = airflow_run("iot_stream_deploy", conf, helper=operator)
     request_seen(operator)
     assert run.state == "success", run.output[-6000:]
