@@ -77,6 +77,7 @@ def run(
     """
     spec = load_pipeline(pipeline)
     tables = spec.select(split(flow))
+    from lakehouse.flows import kind_of
     from lakehouse.run.stream import FlowFailed, StreamRunner  # deferred: Spark
 
     conf = settings()
@@ -111,7 +112,9 @@ def run(
     shipper = LogShipper(control) if trigger is not TriggerChoice.incremental else contextlib.nullcontext()
     try:
         with shipper:
-            spark = spark_session(conf, app_name=f"lakehouse-{pipeline}-{trigger.value}")
+            continuous = trigger is not TriggerChoice.incremental
+            held = sum(kind_of(t).held_slots(t) for t in tables) if continuous else 0
+            spark = spark_session(conf, app_name=f"lakehouse-{pipeline}-{trigger.value}", held_slots=held)
             with StreamRunner(spark, lake, spec) as runner:
                 if trigger is TriggerChoice.incremental:
                     runs = runner.run_incremental(tables)

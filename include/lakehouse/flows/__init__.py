@@ -11,6 +11,8 @@ kind (module)       a stream / a backfill slice / what it reads
 ``view``            recomputed from the upstreams whenever one of them commits / the same
 ``scored``          the upstream's rows scored per micro-batch with the model in force / rescored
                     with the version each row was scored with
+``realtime``        a Kafka source's records sent to a Kafka topic in milliseconds (its lane,
+                    :meth:`FlowKind.lanes`), and ingested into its Delta twin / as ``ingest``
 ==================  =========================================================================
 
 A table names its kind's class (``Table.flow``, ``"module:Class"``, imported when first run, as
@@ -47,6 +49,7 @@ from lakehouse.sources import EVERYTHING, Cut
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.streaming import StreamingQuery
 
     from lakehouse.core.lake import Lake
     from lakehouse.sources import Prepared
@@ -164,6 +167,17 @@ class FlowKind:
         """What a backfill reads of the flow's source once its stream caught up (``None``: it
         reads tables, whole)."""
         return None
+
+    def lanes(self, flow: Flow) -> list[StreamingQuery]:
+        """Queries that run beside the flow's stream while it runs continuously (a real-time
+        lane), started by this call; the runner stops them with the stream, and a lane that
+        fails fails the flow."""
+        return []
+
+    def held_slots(self, table: Table) -> int:
+        """Task slots its lanes hold for as long as they run (their tasks never end), which the
+        driver adds to a local master's."""
+        return 0
 
     # ---------------------------------------------------------------- backfills
     @contextmanager

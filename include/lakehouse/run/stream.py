@@ -425,11 +425,16 @@ class StreamRunner:
         signals = signals or NoSignals()
         by_name = {t.name: t for t in tables}
         queries: dict[str, StreamingQuery] = {}
+        lanes: dict[str, list[StreamingQuery]] = {}  # queries beside a flow's stream (FlowKind.lanes)
         runs: dict[str, FlowRun] = {}
         paused: set[str] = set()
 
         def halt(names: Sequence[str], graceful: bool) -> None:
-            """Stop ``names`` together (gracefully: each after its running micro-batch)."""
+            """Stop ``names`` together (gracefully: each after its running micro-batch); their
+            lanes at once (they deliver at least once: a restart resumes from their checkpoint)."""
+            for name in names:
+                for lane in lanes.pop(name, []):
+                    lane.stop()
             halted = {name: queries.pop(name) for name in names}
             if graceful:
                 stop_together(list(halted.values()))
@@ -452,6 +457,14 @@ class StreamRunner:
                 signals.ended(name)
                 return
             runs.setdefault(name, FlowRun(name, str(queries[name].id)))
+            flow = Flow(self.spark, self.lake, self.pipeline, by_name[name])
+            try:
+                lanes[name] = flow.kind.lanes(flow)
+            except Exception as exc:  # the stream without its lane would look healthy: stop it too
+                halt([name], graceful=False)
+                runs[name].exception = self._explained(name, f"its lane did not start: {exc}")
+                log.error("%s ended: %s", name, runs[name].exception)
+                signals.ended(name)
 
         try:
             for table in tables:
@@ -459,7 +472,15 @@ class StreamRunner:
             while (queries or paused) and not signals.fenced():
                 ended, stopping, pausing = [], [], []
                 for name, query in list(queries.items()):
-                    if not query.isActive:
+                    failed_lane = next((lane for lane in lanes.get(name, []) if not lane.isActive), None)
+                    if failed_lane is not None:
+                        error = failed_lane.exception()
+                        runs[name].exception = self._explained(
+                            name, f"its lane {failed_lane.name} ended: {error or 'stopped'}"
+                        )
+                        log.error("%s ended: %s", name, runs[name].exception)
+                        ended.append(name)
+                    elif not query.isActive:
                         error = query.exception()
                         runs[name].exception = self._explained(name, str(error)) if error else None
                         log.log(

@@ -12,8 +12,10 @@ wrong, where, and how to fix it, never halfway through a stream.
                    ``DeltaTable`` (bronze; ``Source``: a kind of your own), ``Lookup`` (reference data)
 ``modes``          ``Append``, ``Upsert``, ``Aggregate`` (+ ``Window``), ``Scd1``, ``Scd2``,
                    ``Recompute``: how a table is written
-``kinds``          ``Ingest``, ``StreamingTable``, ``ApplyChanges``, ``MaterializedView``: a table,
-                   declared by its kind (each returns a ``Table``, the model runners read)
+``kinds``          ``Ingest``, ``StreamingTable``, ``ApplyChanges``, ``MaterializedView``,
+                   ``RealtimeFlow``: a table, declared by its kind (each returns a ``Table``,
+                   the model runners read)
+``sinks``          ``KafkaSink``: where a real-time flow sends its records
 ``table``          ``Table``, ``Upstream``, ``State``
 ``models``         ``Model``: a model trained from a table, scoring another
 ``pipeline``       ``Pipeline``: the graph of tables, checked as a whole
@@ -24,7 +26,7 @@ wrong, where, and how to fix it, never halfway through a stream.
 
 from lakehouse.spec.durations import SpecError, parse_duration
 from lakehouse.spec.expectations import Expectation, gxe
-from lakehouse.spec.kinds import ApplyChanges, Ingest, MaterializedView, StreamingTable
+from lakehouse.spec.kinds import ApplyChanges, Ingest, MaterializedView, RealtimeFlow, StreamingTable
 from lakehouse.spec.models import Model
 from lakehouse.spec.modes import (
     Aggregate,
@@ -38,6 +40,7 @@ from lakehouse.spec.modes import (
     WriteMode,
 )
 from lakehouse.spec.pipeline import Pipeline
+from lakehouse.spec.sinks import KafkaSink
 from lakehouse.spec.sources import (
     AvroFiles,
     Column,
@@ -66,12 +69,14 @@ __all__ = [
     "Expectation",
     "Ingest",
     "JsonFiles",
+    "KafkaSink",
     "KafkaTopic",
     "Lookup",
     "MaterializedView",
     "Model",
     "ParquetFiles",
     "Pipeline",
+    "RealtimeFlow",
     "Recompute",
     "Scd1",
     "Scd2",

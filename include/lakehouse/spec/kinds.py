@@ -7,6 +7,8 @@
 ``ApplyChanges``       one upstream's change feed applied as ``Scd1`` (current rows) or ``Scd2``
                        (history of versions)
 ``MaterializedView``   a transform recomputed from its upstreams' whole contents (``Recompute``)
+``RealtimeFlow``       Kafka records to a Kafka topic in milliseconds (Spark's Real-time Mode), and
+                       the same records into its Delta twin in micro-batches
 =====================  ==========================================================================
 
 Each returns a :class:`~lakehouse.spec.table.Table` (the model every runner reads) whose
@@ -25,7 +27,8 @@ from lakehouse.spec.modes import Append, ChangeMode, Recompute, WriteMode
 from lakehouse.spec.table import DEFAULT_FRESHNESS, State, Table, TransformRef, Upstream
 
 if TYPE_CHECKING:
-    from lakehouse.spec.sources import Source
+    from lakehouse.spec.sinks import KafkaSink
+    from lakehouse.spec.sources import KafkaTopic, Source
 
 Names = Sequence[str]
 Expectations = Sequence[Expectation]
@@ -186,4 +189,44 @@ def MaterializedView(
         expectations=expectations,
         checks=checks,
         stats_columns=stats_columns,
+    )
+
+
+def RealtimeFlow(
+    name: str,
+    *,
+    source: KafkaTopic,
+    sink: KafkaSink,
+    transform: TransformRef | None = None,
+    where: str | None = None,
+    description: str = "",
+    freshness: str = DEFAULT_FRESHNESS,
+    expectations: Expectations = (),
+    checks: Expectations = (),
+) -> Table:
+    """Records from a Kafka ``source`` to a Kafka ``sink`` in milliseconds (Spark's Real-time
+    Mode), and the same records, by the same code, into the Delta table ``name``: its twin,
+    written in micro-batches, which analysts query, backfills rebuild and tests compare.
+
+    ``transform``: ``(records) -> DataFrame``, one record out per record in (``select``,
+    ``withColumn``: no filter, join, aggregation or deduplication, which Real-time Mode cannot
+    run or which would let a record that could not be parsed vanish); ``where``: the SQL
+    condition a record goes out on (e.g. ``"temperature > 90"``), applied after the transform;
+    ``expectations``: judged per record, as for any table: ``drop`` sends the record to the
+    sink's quarantine topic (and the twin's quarantine table), ``fail`` stops the flow, ``warn``
+    counts. Records that cannot be parsed go to the quarantine topic with their parse error
+    (and land in the twin with ``_parse_error``, as in bronze).
+    """
+    return Table(
+        name,
+        kind="realtime",
+        source=source,
+        sink=sink,
+        where=where,
+        transform=transform,
+        write=Append(),
+        description=description,
+        freshness=freshness,
+        expectations=expectations,
+        checks=checks,
     )

@@ -57,6 +57,8 @@ class Pipeline:
         settings = {**deployment, **({KAFKA_SERVERS: kafka_servers} if kafka_servers else {})}
 
         def choose(table: Table) -> Table:
+            if table.sink is not None:
+                table = evolve(table, sink=table.sink.configured(settings))
             if not table.sources:
                 return table
             return evolve(table, source=deployed(table.sources, ingest, settings))

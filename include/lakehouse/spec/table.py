@@ -16,6 +16,8 @@ from lakehouse.spec.sources import ARRIVAL_TIME, INGESTED_AT, PARSE_ERROR, Sourc
 if TYPE_CHECKING:
     from datetime import timedelta
 
+    from lakehouse.spec.sinks import KafkaSink
+
 LAYERS: tuple[str, ...] = ("bronze", "silver", "gold")
 QUARANTINE_LAYER = "quarantine"
 CHANGES_LAYER = "changes"
@@ -31,6 +33,7 @@ KINDS: dict[str, str] = {
     "streaming": "StreamingTable",
     "changes": "ApplyChanges",
     "view": "MaterializedView",
+    "realtime": "RealtimeFlow",
 }
 
 # The kind of flow that runs each kind of table (``lakehouse.flows``; ``"module:Class"``, imported
@@ -41,6 +44,7 @@ FLOWS: dict[str, str] = {
     "scored": "lakehouse.flows.scored:ScoredFlow",
     "changes": "lakehouse.flows.changes:ChangesFlow",
     "view": "lakehouse.flows.view:ViewFlow",
+    "realtime": "lakehouse.flows.realtime:RealtimeFlowKind",
 }
 
 
@@ -193,6 +197,9 @@ class Table:
     # a kind of flow of one's own (``"module:Class"``, a ``lakehouse.flows.FlowKind``); a field
     # added after tables were deployed: in their code version only when declared
     flow_kind: str | None = field(default=None, metadata={ADDED_LATER: True})
+    # a real-time flow's Kafka sink and the SQL condition its records go out on (RealtimeFlow)
+    sink: KafkaSink | None = field(default=None, metadata={ADDED_LATER: True})
+    where: str | None = field(default=None, metadata={ADDED_LATER: True})
 
     def __attrs_post_init__(self) -> None:
         self._check_kind()
@@ -377,6 +384,11 @@ class Table:
         if not isinstance(self.write, WriteMode):
             return  # _check says what to declare
         mode = type(self.write).__name__
+        if self.kind == "realtime":
+            self._check_realtime()
+            return
+        if self.sink is not None or self.where is not None:
+            raise self.fail("sink= and where= belong to a real-time flow: declare it with RealtimeFlow(...)")
         if self.kind == "ingest" and (self.write.applies_changes or self.write.recomputes):
             raise self.fail(
                 f"Ingest writes what it reads as it arrives, it cannot be written with {mode}: "
@@ -387,6 +399,34 @@ class Table:
             raise self.fail(
                 f"a {KINDS[self.kind]} cannot be written with {mode}: declare it with "
                 f"{fitting}(..., write={mode}(...))"
+            )
+
+    def _check_realtime(self) -> None:
+        """What Spark's Real-time Mode cannot run is refused here, where it is declared."""
+        from lakehouse.spec.sinks import KafkaSink
+
+        if not isinstance(self.sink, KafkaSink):
+            raise self.fail(f"sink={self.sink!r}: a real-time flow writes to KafkaSink(topic=...)")
+        if [s.kind for s in self.sources] != ["kafka"]:
+            raise self.fail(
+                "a real-time flow reads one KafkaTopic(...) source: Real-time Mode reads Kafka only "
+                "(for files or Delta tables, declare an Ingest or StreamingTable, which run in micro-batches)"
+            )
+        refused = {
+            "upstreams": "it reads its Kafka source, not tables (a table's changes: StreamingTable)",
+            "lookups": "lookups are not supported on the real-time lane yet (join them in a StreamingTable)",
+            "state": "Real-time Mode in Spark 4.2 runs stateless queries only (per-key state: StreamingTable(state=...))",
+            "watermark": "Real-time Mode in Spark 4.2 runs stateless queries only: no watermark",
+            "model": "scoring with a model version runs per micro-batch (StreamingTable(model=...))",
+        }
+        for name, reason in refused.items():
+            if getattr(self, name):
+                raise self.fail(f"a real-time flow cannot declare {name}=: {reason}")
+        if type(self.write) is not Append or self.write.keys:
+            raise self.fail(
+                "a real-time flow sends each record as it comes (at-least-once) and its Delta twin "
+                "appends the same records: write=Append() only (deduplication needs state, which "
+                "Real-time Mode cannot keep in Spark 4.2)"
             )
 
     def _fitting_kind(self) -> str:

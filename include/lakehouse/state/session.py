@@ -7,13 +7,17 @@ the master and jars from it; anything else starts an embedded ``local[*]`` JVM w
 
 from __future__ import annotations
 
+import logging
 import os
+import re
 import shlex
 import sys
 from typing import TYPE_CHECKING
 
 from lakehouse.core.config import read_properties
 from lakehouse.core.errors import UsageError
+
+log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -137,8 +141,21 @@ def launched_by_spark_submit() -> bool:
     return "PYSPARK_GATEWAY_PORT" in os.environ
 
 
-def spark_session(settings: Settings, app_name: str = "lakehouse") -> SparkSession:
-    """The process's SparkSession, created on first call with the platform configuration."""
+def with_more_slots(master: str, extra: int) -> str:
+    """A ``local`` master with ``extra`` more task slots (threads); any other master as it is."""
+    found = re.fullmatch(r"local(?:\[(\*|\d+)(,\d+)?\])?", master.strip())
+    if not found or extra <= 0:
+        return master
+    slots = os.cpu_count() or 1 if found[1] == "*" else int(found[1] or 1)
+    return f"local[{slots + extra}{found[2] or ''}]"
+
+
+def spark_session(settings: Settings, app_name: str = "lakehouse", held_slots: int = 0) -> SparkSession:
+    """The process's SparkSession, created on first call with the platform configuration.
+
+    ``held_slots``: task slots queries of this driver hold for as long as they run (a real-time
+    lane's tasks never end), added to a ``local`` master's so that the rest still runs."""
+    from pyspark import SparkConf, SparkContext
     from pyspark.sql import SparkSession  # deferred: spark_conf() serves DAG files, which parse without Spark
 
     conf = spark_conf(settings)
@@ -154,6 +171,17 @@ def spark_session(settings: Settings, app_name: str = "lakehouse") -> SparkSessi
         builder = builder.master(settings.spark_master)
     elif not launched_by_spark_submit():
         builder = builder.master("local[*]")
+    if held_slots:
+        master = settings.spark_master or "local[*]"
+        if launched_by_spark_submit() and not settings.spark_master:  # spark-submit's --master, in its JVM
+            SparkContext._ensure_initialized()  # noqa: SLF001 (the gateway spark-submit started)
+            master = SparkConf().get("spark.master", master)
+        if with_more_slots(master, held_slots) != master:
+            builder = builder.master(with_more_slots(master, held_slots))
+        else:
+            log.warning(
+                "%d task slot(s) are held by real-time lanes: give %s the cores for them", held_slots, master
+            )
     if not launched_by_spark_submit():
         builder = builder.config("spark.jars", ",".join(str(j) for j in jars(settings)))
     for key, value in conf.items():

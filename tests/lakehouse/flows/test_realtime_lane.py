@@ -1,0 +1,209 @@
+"""The real-time lane on the project's KRaft broker, as a deployment runs it (``lakehouse run
+--trigger continuous``, one driver): records go out in milliseconds or to the quarantine topic
+with their reason, its Delta twin holds the same records once, and a SIGKILL of the driver mid-run
+loses nothing (the lane may send a record again, as Real-time Mode's at-least-once allows: each
+repeat is told by the source offset it carries). The truth is the producer's own record of what
+it sent and where the broker put it."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections import Counter
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from lakehouse.core.lake import Lake
+from lakehouse.monitoring.ops_tables import read_table
+
+BIN = Path(sys.executable).parent
+PIPELINE = """
+from lakehouse.spec import KafkaSink, KafkaTopic, Pipeline, RealtimeFlow, gxe
+
+pipeline = Pipeline(
+    name="alerts",
+    tables=[
+        RealtimeFlow(
+            "silver.hot_readings",
+            source=KafkaTopic(schema="device STRING NOT NULL, temperature DOUBLE, sent_ms BIGINT", topics="{readings}"),
+            sink=KafkaSink(topic="{hot}"),
+            transform="transforms:fahrenheit",
+            where="temperature > 90",
+            expectations=[
+                gxe.ExpectColumnValuesToBeBetween(column="temperature", max_value=1000, action="drop", name="plausible"),
+            ],
+        )
+    ],
+)
+"""
+TRANSFORMS = """
+from pyspark.sql import DataFrame, functions as F
+
+
+def fahrenheit(records: DataFrame) -> DataFrame:
+    return records.withColumn("fahrenheit", F.col("temperature") * 9 / 5 + 32)
+"""
+# what each record of a wave is, by its index: the lane's outcome for it
+KINDS = ("hot", "cool", "implausible", "malformed", "wrong_type")
+
+
+def payload(kind: str, device: str) -> bytes:
+    now = int(time.time() * 1000)
+    if kind == "malformed":
+        return b"{not json"
+    if kind == "wrong_type":
+        return json.dumps({"device": device, "temperature": "very hot"}).encode()
+    temperature = {"hot": 95.0, "cool": 50.0, "implausible": 5000.0}[kind]
+    return json.dumps({"device": device, "temperature": temperature, "sent_ms": now}).encode()
+
+
+def consume(servers: str, topic: str) -> list:
+    from kafka import KafkaConsumer
+
+    consumer = KafkaConsumer(
+        topic, bootstrap_servers=servers, auto_offset_reset="earliest", consumer_timeout_ms=2000
+    )
+    try:
+        return list(consumer)
+    finally:
+        consumer.close()
+
+
+def origin(message) -> str:
+    return dict(message.headers)["lakehouse.source"].decode()
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_the_lane_sends_quarantines_and_its_twin_holds_each_record_once_across_a_driver_sigkill(
+    stack, cli_env: dict[str, str], tmp_path: Path, poll
+) -> None:
+    from kafka import KafkaAdminClient, KafkaProducer
+    from kafka.admin import NewTopic
+
+    servers, run = stack.kafka_servers, uuid.uuid4().hex[:8]
+    readings, hot = f"readings-{run}", f"hot-{run}"
+    quarantine = f"{hot}.quarantine"
+    admin = KafkaAdminClient(bootstrap_servers=servers)
+    admin.create_topics([NewTopic(readings, 2, 1), NewTopic(hot, 1, 1), NewTopic(quarantine, 1, 1)])
+    admin.close()
+    package = tmp_path / "rtpipes" / "alerts"
+    package.mkdir(parents=True)
+    (package.parent / "__init__.py").touch()
+    (package / "__init__.py").touch()
+    (package / "pipeline.py").write_text(PIPELINE.format(readings=readings, hot=hot))
+    (package / "transforms.py").write_text(TRANSFORMS)
+    env = {
+        **cli_env,
+        "PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")]),
+        "LAKEHOUSE_PIPELINES_PACKAGE": "rtpipes",
+        "LAKEHOUSE_KAFKA_BOOTSTRAP_SERVERS": servers,
+    }
+    lake = Lake(env["LAKEHOUSE_ROOT"])
+    producer = KafkaProducer(bootstrap_servers=servers)
+    sent: dict[str, tuple[str, str, float]] = {}  # "topic/partition/offset" -> (kind, key, when)
+
+    def produce(wave: int, records: int = 25) -> None:
+        for i in range(records):
+            kind, key = KINDS[i % len(KINDS)], f"w{wave}-{i}"
+            metadata = producer.send(readings, key=key.encode(), value=payload(kind, key)).get(timeout=30)
+            sent[f"{readings}/{metadata.partition}/{metadata.offset}"] = (kind, key, time.time())
+
+    def expected(*kinds: str) -> set[str]:
+        return {where for where, (kind, _, _) in sent.items() if kind in kinds}
+
+    def lane_covers() -> bool:
+        out = {origin(m) for m in consume(servers, hot)}
+        held = {origin(m) for m in consume(servers, quarantine)}
+        return out == expected("hot") and held == expected("implausible", "malformed", "wrong_type")
+
+    log = tmp_path / "driver.log"
+
+    def driver() -> subprocess.Popen:
+        command = [
+            str(BIN / "lakehouse"),
+            "run",
+            "alerts",
+            "--trigger",
+            "continuous",
+            "--interval",
+            "1 second",
+        ]
+        with log.open("ab") as out:
+            return subprocess.Popen(
+                command, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+            )
+
+    drivers = [driver()]
+    try:
+        produce(0)
+        poll(lane_covers, 300, "the first wave through the lane")
+        before = expected("hot")
+        produce(1)
+        poll(lambda: {origin(m) for m in consume(servers, hot)} - before, 120, "the second wave going out")
+        os.killpg(drivers[-1].pid, signal.SIGKILL)  # the Python driver and its JVM, mid-run
+        drivers[-1].wait(30)
+        produce(2)  # while no driver runs
+        drivers.append(driver())
+        poll(lane_covers, 300, "every wave through the lane after the restart")
+        twin = lake.table("silver.hot_readings")
+        poll(lambda: read_table(twin).height == len(expected("hot", "malformed", "wrong_type")), 300,
+             "the twin to catch up", watch=[twin])  # fmt: skip
+    finally:
+        for process in drivers:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)
+            process.wait(30)
+        producer.close()
+        print(log.read_text(errors="replace")[-4000:])
+
+    out = consume(servers, hot)
+    values = {}
+    for message in out:  # a repeat (at-least-once) is the same record again, told by its origin
+        value = json.loads(message.value)
+        assert values.setdefault(origin(message), value) == value
+        kind, key, _ = sent[origin(message)]
+        assert message.key.decode() == key and value["device"] == key
+        assert value["temperature"] == 95.0 and value["fahrenheit"] == 203.0 and "sent_ms" in value
+    repeats = sum(Counter(origin(m) for m in out).values()) - len(values)
+    assert set(values) == expected("hot"), "every hot record out, and nothing else"
+    held = {origin(m): json.loads(m.value) for m in consume(servers, quarantine)}
+    assert set(held) == expected("implausible", "malformed", "wrong_type")
+    for where, reason in held.items():
+        kind = sent[where][0]
+        if kind == "implausible":
+            assert (
+                reason["failed_expectations"] == ["plausible"] and reason["record"]["temperature"] == 5000.0
+            )
+        else:
+            assert reason["parse_error"] and reason["raw_record"] and reason["source"] == where
+
+    # The twin: the same records, each once (micro-batches commit exactly once into Delta)
+    rows = read_table(lake.table("silver.hot_readings"))
+    place = pl.concat_str(
+        [pl.col("_kafka_topic"), pl.col("_kafka_partition"), pl.col("_kafka_offset")], separator="/"
+    )
+    rows = rows.with_columns(place.alias("origin"))
+    assert rows["origin"].n_unique() == rows.height, "a record twice in the twin"
+    parsed = rows.filter(pl.col("_parse_error").is_null())
+    assert set(parsed["origin"]) == expected("hot") and set(parsed["fahrenheit"]) == {203.0}
+    assert set(rows.filter(pl.col("_parse_error").is_not_null())["origin"]) == expected(
+        "malformed", "wrong_type"
+    )
+    quarantined = read_table(lake.table("quarantine.silver_hot_readings")).with_columns(place.alias("origin"))
+    assert sorted(quarantined["origin"]) == sorted(expected("implausible"))
+
+    progress = read_table(lake.table("ops.stream_progress"))
+    lane = progress.filter(pl.col("flow") == "silver.hot_readings@realtime")
+    assert lane.height and lane["num_input_rows"].sum() >= len(sent)
+    latencies = sorted(m.timestamp - json.loads(m.value)["sent_ms"] for m in out)
+    print(f"lane: {len(values)} records out, {repeats} sent again after the SIGKILL; "
+          f"produce -> out p50 {latencies[len(latencies) // 2]} ms, max {latencies[-1]} ms")  # fmt: skip
