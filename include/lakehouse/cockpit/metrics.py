@@ -36,6 +36,14 @@ FLOW_GAUGES = {
 }
 
 
+LANE_GAUGES = {
+    "input_rows_per_second": ("input_rows_per_s", "Records per second arriving at the lane, last epoch."),
+    "backlog_rows": ("backlog", "Kafka offsets the lane has not read yet, last epoch."),
+    "heartbeat_age_seconds": ("heartbeat_age_s", "Seconds since the lane last reported progress."),
+}
+LANE_RUNNING = ("started", "progress", "idle")  # a lane's last event while it runs
+
+
 class OverviewCollector:
     """A prometheus_client collector over one overview answer."""
 
@@ -92,6 +100,31 @@ class OverviewCollector:
                     table_gauges["quality_failures"].add_metric(labels, float(len(flow["quality"]["failed"])))
                 if (model := flow.get("model")) and model["version"] is not None:
                     model_version.add_metric([*labels, model["name"]], float(model["version"]))
+        lane_up = GaugeMetricFamily(
+            "lakehouse_lane_up",
+            "1 while a flow's lane (a query beside its stream: its real-time lane) runs, else 0.",
+            labels=["pipeline", "flow", "lane"],
+        )
+        lane_gauges = {
+            name: GaugeMetricFamily(f"lakehouse_lane_{name}", text, labels=["pipeline", "flow", "lane"])
+            for name, (_, text) in LANE_GAUGES.items()
+        }
+        lane_records = GaugeMetricFamily(
+            "lakehouse_lane_records",
+            "Records a lane sent, quarantined, could not parse, or found failing each expectation, "
+            "over the monitor's history window (a restart's repeats included).",
+            labels=["pipeline", "flow", "lane", "outcome"],
+        )
+        for pipeline in self.overview["pipelines"]:
+            for flow in pipeline["flows"]:
+                for lane, figures in (flow.get("lanes") or {}).items():
+                    labels = [pipeline["name"], flow["flow"], lane]
+                    lane_up.add_metric(labels, 1.0 if figures["state"] in LANE_RUNNING else 0.0)
+                    for name, (figure, _) in LANE_GAUGES.items():
+                        if figures.get(figure) is not None:
+                            lane_gauges[name].add_metric(labels, float(figures[figure]))
+                    for outcome, count in figures["counts"].items():
+                        lane_records.add_metric([*labels, outcome], float(count))
         not_loaded = GaugeMetricFamily(
             "lakehouse_pipeline_not_loaded",
             "1 for a pipeline whose declaration cannot be loaded (no DAGs until it is fixed).",
@@ -120,6 +153,9 @@ class OverviewCollector:
         yield from gauges.values()
         yield model_version
         yield from table_gauges.values()
+        yield lane_up
+        yield from lane_gauges.values()
+        yield lane_records
 
 
 def exposition(overview: dict[str, Any], tables: dict[str, dict[str, Any]]) -> bytes:

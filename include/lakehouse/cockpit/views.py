@@ -182,6 +182,17 @@ def _summary(settings: Settings, pipeline: Pipeline, reads: Reads, now: datetime
     replayable = pipeline.replayable_tables()
     for table in pipeline.ordered():
         flow = _flow(table, healths[table.name], heartbeats.get(table.name), counts.get(table.name, {}), now)
+        flow["lanes"] = {
+            name: {
+                "state": lane["state"],
+                "heartbeat_age_s": _age(now, lane["heartbeat"]),
+                "input_rows_per_s": lane["input_rows_per_second"],
+                "backlog": lane["backlog"],
+                "input_rows": lane["input_rows"],
+                "counts": lane["counts"],
+            }
+            for name, lane in healths[table.name].figures.get("lanes", {}).items()
+        }
         flow["quality"] = verdicts.get(table.name)
         flow["replayable"] = table in replayable
         if table.model is not None:  # the version the flow scores with now

@@ -11,6 +11,7 @@ itself is Spark-free.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import socket
@@ -70,6 +71,8 @@ SCHEMA = pa.schema(
         ("pid", pa.int64()),
         # Where a micro-batch's time went (see PHASES), in milliseconds.
         *[(f"{phase}_ms", pa.int64()) for phase in PHASES],
+        # The query's other observed metrics, as JSON (a real-time lane's counts: see lanes())
+        ("observed", pa.string()),
     ]
 )
 
@@ -147,6 +150,7 @@ def progress_row(progress: Mapping[str, Any]) -> dict[str, Any]:
         "event": "progress",
         "batch_id": progress.get("batchId"),
         "num_input_rows": input_rows(progress.get("numInputRows"), progress.get("observedMetrics")),
+        "observed": _observed(progress.get("observedMetrics")),
         "input_rows_per_second": _finite(progress.get("inputRowsPerSecond")),
         "processed_rows_per_second": _finite(progress.get("processedRowsPerSecond")),
         "batch_duration_ms": durations.get("triggerExecution"),
@@ -162,6 +166,43 @@ def progress_row(progress: Mapping[str, Any]) -> dict[str, Any]:
         "plan_ms": _total(durations, "latestOffset", "getBatch", "queryPlanning"),
         "checkpoint_ms": _total(durations, "walCommit", "commitOffsets"),
     }
+
+
+def _observed(metrics: Mapping[str, Any] | None) -> str | None:
+    """The observed metrics but the input count (a column of its own), as JSON; None if none."""
+    others = {name: values for name, values in (metrics or {}).items() if name != INPUT_RECORDS and values}
+    return json.dumps(others, default=str, sort_keys=True) if others else None
+
+
+def lanes(events: pl.DataFrame, pipeline: str, flow: str) -> dict[str, dict[str, Any]]:
+    """The queries that run beside ``flow``'s stream (``<flow>@<lane>``, e.g. a real-time lane),
+    by lane: state and heartbeat (last event), its last progress's rates and backlog, and the
+    counts it observed over the events given (each epoch once, a restart's repeats included)."""
+    if "observed" not in events.columns:  # a progress table written before lanes existed
+        events = events.with_columns(pl.lit(None, pl.String).alias("observed"))
+    mine = events.filter((pl.col("pipeline") == pipeline) & pl.col("flow").str.starts_with(f"{flow}@"))
+    found: dict[str, dict[str, Any]] = {}
+    for name, rows in mine.sort("recorded_at").group_by("flow", maintain_order=True):
+        last = rows.row(-1, named=True)
+        progress = rows.filter(pl.col("event") == "progress").unique(
+            subset=["query_id", "batch_id"], keep="last"
+        )
+        counts: dict[str, int] = {}
+        for observed in progress["observed"].drop_nulls():
+            for metrics in json.loads(observed).values():
+                for key, value in metrics.items():
+                    counts[key] = counts.get(key, 0) + int(value or 0)
+        figures = progress.sort("recorded_at").row(-1, named=True) if progress.height else {}
+        found[str(name[0]).split("@", 1)[1]] = {
+            "state": last["event"],
+            "heartbeat": last["recorded_at"],
+            "input_rows": int(progress["num_input_rows"].fill_null(0).sum()),
+            "input_rows_per_second": figures.get("input_rows_per_second"),
+            "backlog": figures.get("backlog"),
+            "counts": counts,
+            "last_exception": last["exception"],
+        }
+    return found
 
 
 def _total(durations: Mapping[str, Any], *names: str) -> int | None:

@@ -31,7 +31,7 @@ from lakehouse.core.lake import Lake
 from lakehouse.core.processes import Proc, terminate
 from lakehouse.monitoring.health import FlowHealth, evaluate
 from lakehouse.monitoring.ops_tables import exists
-from lakehouse.monitoring.progress import ProgressLog
+from lakehouse.monitoring.progress import ProgressLog, lanes
 from lakehouse.orchestration.submit import (
     SPARK_CONN_ID,
     driver_spec,
@@ -438,6 +438,7 @@ def health(
                 skew=control.skew,
             )
         )
+        results[-1].figures["lanes"] = lanes(history, pipeline.name, table.name)
     return results
 
 
@@ -570,6 +571,13 @@ def report(health: FlowHealth) -> str:
             f"  watermark {f['watermark'] or '-'}, state {f['state_rows'] or 0} rows / "
             f"{(f['state_memory_bytes'] or 0) / 1024:.0f} KiB, dropped by watermark "
             f"{f['rows_dropped_by_watermark'] or 0}"
+        )
+    for name, lane in (f.get("lanes") or {}).items():
+        counts = ", ".join(f"{key} {value:,}" for key, value in lane["counts"].items()) or "no records yet"
+        lines.append(
+            f"  {name} lane: {lane['state']}, input {_num(lane['input_rows_per_second'])} records/s, "
+            f"backlog {lane['backlog'] if lane['backlog'] is not None else 'n/a'}; since "
+            f"{HISTORY.total_seconds() / 3600:g} h: {lane['input_rows']:,} records in, {counts}"
         )
     if f.get("last_exception"):
         lines.append(f"  last exception: {str(f['last_exception'])[:300]}")

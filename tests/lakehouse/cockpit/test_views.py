@@ -260,3 +260,69 @@ def test_a_table_card_says_which_code_versions_wrote_which_table_versions(
     for code in ["v4"] * 20:
         commit(code)
     assert card()["code_versions"] == [{"code": "v4", "first": 0, "last": 19}]
+
+
+def test_a_real_time_lane_shows_its_state_rates_and_counts_beside_its_flow(tmp_path: Path) -> None:
+    """Lane epochs recorded by hand: the counts are the sum over distinct epochs (an epoch a
+    restart recorded twice counts once), shown on the overview, in Prometheus and in the report."""
+    import json
+
+    from lakehouse.orchestration import operations
+    from lakehouse.spec import KafkaSink, KafkaTopic, Pipeline, RealtimeFlow
+
+    flow = "silver.hot_readings"
+    alerts = Pipeline(
+        "alerts",
+        tables=[
+            RealtimeFlow(
+                flow, source=KafkaTopic(schema="device STRING", topics="in"), sink=KafkaSink(topic="hot")
+            )
+        ],
+    )
+    now = datetime.now(UTC)
+    conf = Settings(root=str(tmp_path / "lake"), control_dir=str(tmp_path / "control"))
+    lane = {"pipeline": "alerts", "flow": f"{flow}@realtime", "query_id": "q9", "run_id": "r9"}
+
+    def epoch(batch: int, sent: int, quarantined: int, plausible: int, seconds_ago: int) -> dict:
+        counts = {
+            "sent": sent,
+            "quarantined": quarantined,
+            "parse_errors": 1,
+            "expectation plausible": plausible,
+        }
+        return {
+            **lane, "event": "progress", "batch_id": batch, "num_input_rows": sent + quarantined,
+            "input_rows_per_second": 12.5, "backlog": 3, "observed": json.dumps({"lakehouse_realtime": counts}),
+            "recorded_at": now - timedelta(seconds=seconds_ago),
+        }  # fmt: skip
+
+    ProgressLog(Lake.from_settings(conf)).append(
+        [
+            {**lane, "event": "started", "recorded_at": now - timedelta(seconds=60)},
+            epoch(1, 10, 2, 1, 50),
+            epoch(2, 5, 1, 0, 40),
+            epoch(2, 5, 1, 0, 30),  # the same epoch recorded again: once
+        ]
+    )
+    overview = views.overview(conf, {"alerts": alerts}, now=now)
+    [shown] = overview["pipelines"][0]["flows"]
+    figures = shown["lanes"]["realtime"]
+    assert figures["state"] == "progress" and figures["input_rows_per_s"] == 12.5 and figures["backlog"] == 3
+    assert figures["counts"] == {"sent": 15, "quarantined": 3, "parse_errors": 2, "expectation plausible": 1}
+    assert figures["input_rows"] == 18 and 29 <= figures["heartbeat_age_s"] <= 31
+    text = metrics.exposition(overview, {}).decode()
+    samples = {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+    }
+    labels = {"pipeline": "alerts", "flow": flow, "lane": "realtime"}
+    assert samples[("lakehouse_lane_up", tuple(sorted(labels.items())))] == 1
+    assert (
+        samples[("lakehouse_lane_records", tuple(sorted({**labels, "outcome": "quarantined"}.items())))] == 3
+    )
+    assert samples[("lakehouse_lane_backlog_rows", tuple(sorted(labels.items())))] == 3
+    [health] = operations.health(conf, alerts, now=now)
+    assert "realtime lane: progress, input 12.5 records/s, backlog 3; since 1 h: 18 records in, sent 15" in (
+        operations.report(health)
+    )

@@ -16,6 +16,7 @@ import sys
 import time
 import uuid
 from collections import Counter
+from datetime import date, timedelta
 from pathlib import Path
 
 import polars as pl
@@ -23,8 +24,10 @@ import pytest
 
 from lakehouse.core.lake import Lake
 from lakehouse.monitoring.ops_tables import read_table
+from lakehouse.state.control import FlowControl
 
 BIN = Path(sys.executable).parent
+FLOW = "silver.hot_readings"
 PIPELINE = """
 from lakehouse.spec import KafkaSink, KafkaTopic, Pipeline, RealtimeFlow, gxe
 
@@ -106,6 +109,7 @@ def test_the_lane_sends_quarantines_and_its_twin_holds_each_record_once_across_a
         "PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")]),
         "LAKEHOUSE_PIPELINES_PACKAGE": "rtpipes",
         "LAKEHOUSE_KAFKA_BOOTSTRAP_SERVERS": servers,
+        "AIRFLOW_HOME": str(tmp_path / "airflow"),  # deploy builds its spark-submit from Airflow's connection
     }
     lake = Lake(env["LAKEHOUSE_ROOT"])
     producer = KafkaProducer(bootstrap_servers=servers)
@@ -125,45 +129,53 @@ def test_the_lane_sends_quarantines_and_its_twin_holds_each_record_once_across_a
         held = {origin(m) for m in consume(servers, quarantine)}
         return out == expected("hot") and held == expected("implausible", "malformed", "wrong_type")
 
-    log = tmp_path / "driver.log"
+    control = FlowControl(Path(env["LAKEHOUSE_ROOT"]) / "control", "alerts")
 
-    def driver() -> subprocess.Popen:
-        command = [
-            str(BIN / "lakehouse"),
-            "run",
-            "alerts",
-            "--trigger",
-            "continuous",
-            "--interval",
-            "1 second",
-        ]
-        with log.open("ab") as out:
-            return subprocess.Popen(
-                command, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
-            )
+    def lakehouse(*args: str) -> str:
+        done = subprocess.run(
+            [str(BIN / "lakehouse"), *args], env=env, capture_output=True, text=True, timeout=600
+        )
+        assert done.returncode == 0, (
+            f"lakehouse {' '.join(args)}:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+        )
+        return done.stdout
 
-    drivers = [driver()]
+    def kill_driver() -> None:
+        lease = control.running(FLOW)
+        assert lease is not None, "the flow runs"
+        if lease.jvm_pid:  # launched detached: the JVM leads its own process group
+            os.killpg(lease.jvm_pid, signal.SIGKILL)
+        os.kill(lease.pid, signal.SIGKILL)
+        poll(lambda: control.running(FLOW) is None, 60, "the killed driver to be seen dead")
+
     try:
+        deployed = lakehouse("deploy", "alerts")  # a spark-submit driver, as the deploy DAG starts it
+        assert f"{FLOW}: running: driver pid" in deployed, deployed
         produce(0)
         poll(lane_covers, 300, "the first wave through the lane")
         before = expected("hot")
         produce(1)
         poll(lambda: {origin(m) for m in consume(servers, hot)} - before, 120, "the second wave going out")
-        os.killpg(drivers[-1].pid, signal.SIGKILL)  # the Python driver and its JVM, mid-run
-        drivers[-1].wait(30)
+        kill_driver()  # mid-run: the lane's last checkpoint is behind what it sent
         produce(2)  # while no driver runs
-        drivers.append(driver())
+        restarted = lakehouse("health", "alerts", "--restart")  # what the monitor DAG does
+        assert "restarted from its checkpoint" in restarted, restarted
         poll(lane_covers, 300, "every wave through the lane after the restart")
-        twin = lake.table("silver.hot_readings")
+        twin = lake.table(FLOW)
         poll(lambda: read_table(twin).height == len(expected("hot", "malformed", "wrong_type")), 300,
              "the twin to catch up", watch=[twin])  # fmt: skip
+        health = lakehouse("health", "alerts")
+        stopped = lakehouse("stop", "alerts")
     finally:
-        for process in drivers:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(process.pid, signal.SIGKILL)
-            process.wait(30)
+        with contextlib.suppress(Exception):
+            if control.running(FLOW):
+                kill_driver()
         producer.close()
-        print(log.read_text(errors="replace")[-4000:])
+        for log in sorted(control.logs.glob("*.log")) if control.logs.exists() else []:
+            print(log.name, log.read_text(errors="replace")[-3000:])
+    assert f"{FLOW}: HEALTHY" in health and "  realtime lane: progress" in health, health
+    assert "sent " in health and "quarantined " in health, health  # the lane's own counts
+    assert "stopped" in stopped, stopped
 
     out = consume(servers, hot)
     values = {}
@@ -187,7 +199,7 @@ def test_the_lane_sends_quarantines_and_its_twin_holds_each_record_once_across_a
             assert reason["parse_error"] and reason["raw_record"] and reason["source"] == where
 
     # The twin: the same records, each once (micro-batches commit exactly once into Delta)
-    rows = read_table(lake.table("silver.hot_readings"))
+    rows = read_table(lake.table(FLOW))
     place = pl.concat_str(
         [pl.col("_kafka_topic"), pl.col("_kafka_partition"), pl.col("_kafka_offset")], separator="/"
     )
@@ -200,6 +212,20 @@ def test_the_lane_sends_quarantines_and_its_twin_holds_each_record_once_across_a
     )
     quarantined = read_table(lake.table("quarantine.silver_hot_readings")).with_columns(place.alias("origin"))
     assert sorted(quarantined["origin"]) == sorted(expected("implausible"))
+
+    # A backfill of the twin over a slice of arrival times holding every record: the same rows
+    lakehouse(
+        "backfill",
+        "alerts",
+        "--flow",
+        FLOW,
+        "--start",
+        f"{date.today()}",
+        "--end",
+        f"{date.today() + timedelta(days=1)}",
+    )
+    again = read_table(lake.table(FLOW)).with_columns(place.alias("origin"))
+    assert sorted(again["origin"]) == sorted(rows["origin"]), "the backfill rewrote the twin's records once"
 
     progress = read_table(lake.table("ops.stream_progress"))
     lane = progress.filter(pl.col("flow") == "silver.hot_readings@realtime")
