@@ -125,10 +125,11 @@ STORE ?=
 stress: bootstrap ## Fault-injection run of N random steps (kills, restarts, backfills, late data); STORE=1: the lake on an object store
 	$(BIN)/python bench/stress.py --steps $(N) $(if $(STORE),--store)
 
-bench: bootstrap ## YSB-style benchmark (platform vs plain PySpark, backfill), a 5M-order nested backfill, freshness per layer, checks beside live streams, idle flows' cost, batch cost as tables grow, CDC changes/s, model metrics and scoring cost, the lake on an object store (bench/results/)
+bench: bootstrap ## YSB-style benchmark (platform vs plain PySpark, backfill), a 5M-order nested backfill, freshness per layer, the real-time lane's latency vs a hand-written Real-time Mode query, checks beside live streams, idle flows' cost, batch cost as tables grow, CDC changes/s, model metrics and scoring cost, the lake on an object store (bench/results/)
 	$(BIN)/python bench/ysb.py
 	$(BIN)/python bench/wide.py
 	$(BIN)/python bench/freshness.py
+	$(BIN)/python bench/realtime.py
 	$(BIN)/python bench/checks_live.py
 	$(BIN)/python bench/idle.py
 	$(BIN)/python bench/growth.py
