@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -117,3 +118,15 @@ def test_the_archive_make_jars_built_maps_into_this_sessions_jvm(spark, spark_se
     )  # fmt: skip
     assert mapped.returncode == 0, mapped.stdout + mapped.stderr
     assert "Mapped dynamic region" in mapped.stdout, mapped.stdout[-3000:]
+
+
+def test_a_local_master_gets_the_task_slots_a_real_time_lane_holds_and_others_stay_as_they_are() -> None:
+    from lakehouse.state.session import with_more_slots
+
+    cores = os.cpu_count() or 1
+    assert with_more_slots("local[2]", 2) == "local[4]"
+    assert with_more_slots("local[*]", 3) == f"local[{cores + 3}]"
+    assert with_more_slots("local", 2) == "local[3]"
+    assert with_more_slots("local[2,4]", 1) == "local[3,4]"  # its task retries kept
+    assert with_more_slots("local[2]", 0) == "local[2]"
+    assert with_more_slots("spark://master:7077", 2) == "spark://master:7077"  # the executors' cores decide
