@@ -51,6 +51,7 @@ TESTED_ELSEWHERE: dict[str, tuple[str, ...]] = {
     "spec.kinds": ("lakehouse/spec/test_spec.py",),
     "spec.models": ("lakehouse/models/test_models.py",),
     "spec.pipeline": ("lakehouse/spec/test_spec.py",),
+    "spec.sinks": ("lakehouse/flows/test_realtime.py",),
     "spec.table": ("lakehouse/spec/test_spec.py", "lakehouse/spec/test_modes.py"),
     **{
         f"spec.modes.{m}": ("lakehouse/spec/test_modes.py",)
