@@ -174,6 +174,10 @@ class FlowKind:
         fails fails the flow."""
         return []
 
+    def stream_interval(self, table: Table, interval: str) -> str:
+        """The trigger interval of its stream in a driver deployed at ``interval``."""
+        return interval
+
     def held_slots(self, table: Table) -> int:
         """Task slots its lanes hold for as long as they run (their tasks never end), which the
         driver adds to a local master's."""

@@ -33,7 +33,7 @@ from lakehouse.flows.ingest import IngestFlow
 from lakehouse.monitoring.progress import INPUT_RECORDS, query_name
 from lakehouse.plan import purity
 from lakehouse.sources import KAFKA_COLUMNS, Bronze, kafka_servers, reader_for
-from lakehouse.spec import SpecError
+from lakehouse.spec import SpecError, parse_duration
 from lakehouse.spec.sources.base import PARSE_ERROR, RAW_RECORD
 
 if TYPE_CHECKING:
@@ -138,6 +138,18 @@ class RealtimeFlowKind(IngestFlow):
         for key, value in sink.options.items():
             writer = writer.option(key, value)
         return [writer.start()]
+
+    def stream_interval(self, table: Table, interval: str) -> str:
+        """The twin's micro-batches no more often than the lane checkpoints: on a small machine,
+        the twin's batches take the cores the lane needs (bench/realtime.py: twin at 1 s, the
+        lane's p99 1.9x the hand-written query's; at 5 s, 0.97x)."""
+        assert table.sink is not None
+        seconds = parse_duration(interval, "interval").total_seconds()
+        return (
+            interval
+            if seconds >= parse_duration(table.sink.interval, "interval").total_seconds()
+            else table.sink.interval
+        )
 
     def held_slots(self, table: Table) -> int:
         """One per partition of its source topics (Real-time Mode runs every task of the query at

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Literal, Protocol
 from pyspark.sql import functions as F
 
 from lakehouse.core.errors import OperationFailed
-from lakehouse.flows import Flow, StreamPlan
+from lakehouse.flows import Flow, StreamPlan, kind_of
 from lakehouse.models.store import UNAVAILABLE, ModelUnavailable
 from lakehouse.monitoring.listener import ProgressRecorder
 from lakehouse.monitoring.progress import BATCH_TIMINGS, ProgressLog, input_rows, query_name
@@ -446,7 +446,10 @@ class StreamRunner:
 
         def launch(name: str) -> None:
             try:
-                queries[name] = self.start(by_name[name], Trigger("continuous", interval))
+                table = by_name[name]
+                queries[name] = self.start(
+                    table, Trigger("continuous", kind_of(table).stream_interval(table, interval))
+                )
             except FlowRefused as refused:  # the other flows run on
                 log.error("%s", refused)
                 # on record, so that whoever started this driver stops waiting for the flow

@@ -208,3 +208,10 @@ def test_the_lane_is_named_and_checkpointed_inside_its_flow(spark, lake: Lake) -
     flow = Flow(spark, lake, Pipeline("alerts", tables=[table]), table)
     assert lane_name(flow) == "alerts.silver.hot_readings@realtime"
     assert lane_checkpoint(flow) == f"{flow.checkpoint}/realtime"
+
+
+def test_the_twin_batches_no_more_often_than_the_lane_checkpoints() -> None:
+    kind, table = RealtimeFlowKind(), hot()  # the sink checkpoints every 5 seconds
+    assert kind.stream_interval(table, "1 second") == "5 seconds"
+    assert kind.stream_interval(table, "0 seconds") == "5 seconds"
+    assert kind.stream_interval(table, "1 minute") == "1 minute"
