@@ -12,6 +12,7 @@ from pyspark.sql import functions as F
 from lakehouse.core.lake import Lake
 from lakehouse.flows import Flow
 from lakehouse.flows.realtime import SOURCE_HEADER, RealtimeFlowKind, lane_checkpoint, lane_name
+from lakehouse.sources import KAFKA_COLUMNS
 from lakehouse.sources.parse import parse_json
 from lakehouse.spec import (
     Append,
@@ -104,15 +105,7 @@ def records(spark, lines: list[tuple[str, int, str]]) -> DataFrame:
         rows, "value STRING, _kafka_key STRING, _kafka_value STRING, _kafka_topic STRING, "
         "_kafka_partition INT, _kafka_offset BIGINT",
     ).withColumn("_kafka_timestamp", F.current_timestamp()).withColumn("_arrival_time", F.current_timestamp())  # fmt: skip
-    carry = (
-        "_kafka_key",
-        "_kafka_value",
-        "_kafka_topic",
-        "_kafka_partition",
-        "_kafka_offset",
-        "_kafka_timestamp",
-    )
-    return parse_json(df, TOPIC.columns, carry=(*carry, "_arrival_time"))
+    return parse_json(df, TOPIC.columns, carry=(*KAFKA_COLUMNS, "_arrival_time"))
 
 
 def routed(spark, lake: Lake, table: Table, lines: list[tuple[str, int, str]]) -> list[dict]:
