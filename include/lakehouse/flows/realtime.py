@@ -28,10 +28,8 @@ from typing import TYPE_CHECKING
 
 from pyspark.sql import functions as F
 
-from lakehouse import registry
 from lakehouse.flows.ingest import IngestFlow
 from lakehouse.monitoring.progress import INPUT_RECORDS, query_name
-from lakehouse.plan import purity
 from lakehouse.sources import KAFKA_COLUMNS, Bronze, kafka_servers, reader_for
 from lakehouse.spec import SpecError, parse_duration
 from lakehouse.spec.sources.base import PARSE_ERROR, RAW_RECORD
@@ -99,9 +97,8 @@ class RealtimeFlowKind(IngestFlow):
         per-record), then ``where``, which keeps the records that could not be parsed (the lane
         quarantines them, the twin keeps them with their parse error, as bronze does)."""
         table = flow.table
-        rows = records
+        rows = super().transformed(flow, records)
         if table.transform is not None:
-            rows = purity.call(registry.resolve(flow.pipeline, table.transform), records, table=table.name)
             refuse_unsupported(records, rows, table)
         if table.where:
             try:
