@@ -41,7 +41,6 @@ LANE_GAUGES = {
     "backlog_rows": ("backlog", "Kafka offsets the lane has not read yet, last epoch."),
     "heartbeat_age_seconds": ("heartbeat_age_s", "Seconds since the lane last reported progress."),
 }
-LANE_RUNNING = ("started", "progress", "idle")  # a lane's last event while it runs
 
 
 class OverviewCollector:
@@ -119,7 +118,7 @@ class OverviewCollector:
             for flow in pipeline["flows"]:
                 for lane, figures in (flow.get("lanes") or {}).items():
                     labels = [pipeline["name"], flow["flow"], lane]
-                    lane_up.add_metric(labels, 1.0 if figures["state"] in LANE_RUNNING else 0.0)
+                    lane_up.add_metric(labels, 1.0 if figures["running"] else 0.0)
                     for name, (figure, _) in LANE_GAUGES.items():
                         if figures.get(figure) is not None:
                             lane_gauges[name].add_metric(labels, float(figures[figure]))

@@ -185,6 +185,7 @@ def _summary(settings: Settings, pipeline: Pipeline, reads: Reads, now: datetime
         flow["lanes"] = {
             name: {
                 "state": lane["state"],
+                "running": lane["running"],
                 "heartbeat_age_s": _age(now, lane["heartbeat"]),
                 "input_rows_per_s": lane["input_rows_per_second"],
                 "backlog": lane["backlog"],

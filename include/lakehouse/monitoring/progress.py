@@ -174,14 +174,18 @@ def _observed(metrics: Mapping[str, Any] | None) -> str | None:
     return json.dumps(others, default=str, sort_keys=True) if others else None
 
 
-def lanes(events: pl.DataFrame, pipeline: str, flow: str) -> dict[str, dict[str, Any]]:
-    """The queries that run beside ``flow``'s stream (``<flow>@<lane>``, e.g. a real-time lane),
-    by lane: state and heartbeat (last event), its last progress's rates and backlog, and the
-    counts it observed over the events given (each epoch once, a restart's repeats included)."""
+RUNNING = ("started", "progress", "idle")  # a query's last event while it runs
+
+
+def lanes(events: pl.DataFrame, pipeline: str) -> dict[str, dict[str, dict[str, Any]]]:
+    """Per flow of ``pipeline``, the queries that run beside its stream (``<flow>@<lane>``, e.g. a
+    real-time lane), by lane: state, whether it runs, heartbeat (last event), its last progress's
+    rates and backlog, and the counts it observed over the events given (each epoch once, a
+    restart's repeats included)."""
     if "observed" not in events.columns:  # a progress table written before lanes existed
         events = events.with_columns(pl.lit(None, pl.String).alias("observed"))
-    mine = events.filter((pl.col("pipeline") == pipeline) & pl.col("flow").str.starts_with(f"{flow}@"))
-    found: dict[str, dict[str, Any]] = {}
+    mine = events.filter((pl.col("pipeline") == pipeline) & pl.col("flow").str.contains("@", literal=True))
+    found: dict[str, dict[str, dict[str, Any]]] = {}
     for name, rows in mine.sort("recorded_at").group_by("flow", maintain_order=True):
         last = rows.row(-1, named=True)
         progress = rows.filter(pl.col("event") == "progress").unique(
@@ -193,8 +197,10 @@ def lanes(events: pl.DataFrame, pipeline: str, flow: str) -> dict[str, dict[str,
                 for key, value in metrics.items():
                     counts[key] = counts.get(key, 0) + int(value or 0)
         figures = progress.sort("recorded_at").row(-1, named=True) if progress.height else {}
-        found[str(name[0]).split("@", 1)[1]] = {
+        flow, lane = str(name[0]).split("@", 1)
+        found.setdefault(flow, {})[lane] = {
             "state": last["event"],
+            "running": last["event"] in RUNNING,
             "heartbeat": last["recorded_at"],
             "input_rows": int(progress["num_input_rows"].fill_null(0).sum()),
             "input_rows_per_second": figures.get("input_rows_per_second"),

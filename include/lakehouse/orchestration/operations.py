@@ -417,6 +417,7 @@ def health(
         history = progress.read(since=now - HISTORY)
     history = history.filter(pl.col("pipeline") == pipeline.name)
     latest = {r["flow"]: r for r in progress.latest(history).iter_rows(named=True)}
+    beside = lanes(history, pipeline.name)
     results = []
     for table in pipeline.select(flows):
         deployment = control.deployment(table.name)
@@ -438,7 +439,7 @@ def health(
                 skew=control.skew,
             )
         )
-        results[-1].figures["lanes"] = lanes(history, pipeline.name, table.name)
+        results[-1].figures["lanes"] = beside.get(table.name, {})
     return results
 
 
