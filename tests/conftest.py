@@ -390,7 +390,9 @@ def lake(tmp_path: Path) -> Lake:
 
 @pytest.fixture(scope="session")
 def iot() -> Pipeline:
-    return registry.get("pipelines", "iot")
+    """The IoT pipeline as the embedded default deploys it (landing files; no Kafka, so its
+    real-time flow is set aside)."""
+    return registry.get("pipelines", "iot").configured("files")
 
 
 @pytest.fixture

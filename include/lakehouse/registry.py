@@ -23,6 +23,8 @@ from lakehouse.spec import Pipeline, SpecError, TransformRef
 if TYPE_CHECKING:
     from collections.abc import Callable
 
+    from lakehouse.core.config import Settings
+
 
 @frozen
 class LoadFailure:
@@ -100,6 +102,15 @@ def discover(package: str) -> dict[str, Pipeline]:
     """The pipelines under ``package`` that load, keyed by name (see :func:`load`; the ones that
     do not are left out, each with its reason in ``load(package).failures``)."""
     return load(package).pipelines
+
+
+def deployed(conf: Settings) -> dict[str, Pipeline]:
+    """The pipelines of ``conf`` that load, as this deployment runs them: each table's source of
+    ``conf.ingest``, Kafka's brokers, the tables it cannot run set aside (``Pipeline.configured``)."""
+    return {
+        name: pipeline.configured(conf.ingest, conf.kafka_bootstrap_servers)
+        for name, pipeline in discover(conf.pipelines_package).items()
+    }
 
 
 class _NoPipeline(Exception):

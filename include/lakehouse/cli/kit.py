@@ -115,12 +115,11 @@ def configure_logging(
 def load_pipeline(name: str) -> Pipeline:
     """The named pipeline as this deployment runs it (its sources chosen by LAKEHOUSE_INGEST)."""
     conf = settings()
-    found = registry.get(conf.pipelines_package, name)
-    return found.configured(conf.ingest, conf.kafka_bootstrap_servers)
+    return registry.get(conf.pipelines_package, name).configured(conf.ingest, conf.kafka_bootstrap_servers)
 
 
 def all_pipelines() -> dict[str, Pipeline]:
-    return registry.discover(settings().pipelines_package)
+    return registry.deployed(settings())
 
 
 def split(values: list[str] | None) -> list[str]:

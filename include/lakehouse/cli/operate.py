@@ -109,6 +109,9 @@ def health(
     states = operations.health(conf, spec, split(flow) or None)
     for state in states:
         console.print(operations.report(state), highlight=False)
+    if not flow:
+        for name, why in spec.set_aside:
+            console.print(f"{name}: not run here: {why}", highlight=False)
     if any(state.failed for state in states):
         raise typer.Exit(1)
 

@@ -131,14 +131,14 @@ def cockpit_app() -> FastAPI:
                 get_auth_manager().get_url_login(next_url=str(request.url)), status_code=307
             )
         if dag is not None:
-            name = views.pipeline_of_dag(registry.discover(settings().pipelines_package), dag)
+            name = views.pipeline_of_dag(registry.deployed(settings()), dag)
             return RedirectResponse(f"./#/pipeline/{name}" if name else "./", status_code=307)
         return HTMLResponse(PAGE.read_text())
 
     @app.get("/api/overview")
     def overview(user: GetUserDep) -> dict[str, Any]:
         conf = settings()
-        visible = _visible(registry.discover(conf.pipelines_package), user)
+        visible = _visible(registry.deployed(conf), user)
         answer = overview_of_all(conf)
         mine = [dict(p) for p in answer["pipelines"] if p["name"] in visible]
         return _with_rights({**answer, "pipelines": mine}, user)
@@ -148,7 +148,7 @@ def cockpit_app() -> FastAPI:
         name: str, user: GetUserDep, hours: Annotated[float, Query(gt=0, le=24 * 31)] = 1.0
     ) -> dict[str, Any]:
         conf = settings()
-        pipelines = _visible(registry.discover(conf.pipelines_package), user)
+        pipelines = _visible(registry.deployed(conf), user)
         if name not in pipelines:
             raise HTTPException(
                 status_code=404, detail=f"no pipeline named {name!r} (known: {', '.join(pipelines)})"
@@ -163,7 +163,7 @@ def cockpit_app() -> FastAPI:
     async def prometheus(request: Request) -> Response:
         conf = settings()
         user = await _metrics_reader(request, conf)
-        pipelines = registry.discover(conf.pipelines_package)
+        pipelines = registry.deployed(conf)
         visible = pipelines if user is None else _visible(pipelines, user)  # the token reads all
         answer = overview_of_all(conf)
         mine = {**answer, "pipelines": [p for p in answer["pipelines"] if p["name"] in visible]}

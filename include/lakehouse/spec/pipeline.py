@@ -38,6 +38,8 @@ class Pipeline:
     start_date: str = "2026-01-01"
     restart_budget: int = 3
     package: str | None = None
+    # (table, why): declared tables a deployment cannot run (see ``configured``), said, not run
+    set_aside: tuple[tuple[str, str], ...] = field(default=(), converter=tuple)
 
     def __attrs_post_init__(self) -> None:
         if not NAME.match(self.name):
@@ -53,6 +55,8 @@ class Pipeline:
         source (its ``kind``: ``files``, ``kafka``, ...) when it declares one, else its default,
         configured with the deployment's settings (``kafka_servers``: the brokers of Kafka sources
         without their own; ``deployment``: other settings by name, for kinds of one's own).
+        A table the deployment cannot run (:meth:`Table.unavailable`, e.g. a real-time flow
+        without Kafka) is left out and listed in ``set_aside`` with the reason.
         Declarations stay deployment-free."""
         settings = {**deployment, **({KAFKA_SERVERS: kafka_servers} if kafka_servers else {})}
 
@@ -63,13 +67,23 @@ class Pipeline:
                 return table
             return evolve(table, source=deployed(table.sources, ingest, settings))
 
-        return evolve(self, tables=tuple(choose(t) for t in self.tables))
+        chosen = [choose(t) for t in self.tables]
+        aside = tuple((t.name, why) for t in chosen if (why := t.unavailable()))
+        for name, why in aside:
+            if needed := [t.name for t in self.downstream(name)]:
+                raise SpecError(f"pipeline {self.name!r}: {name} feeds {', '.join(needed)}, but {why}")
+        names = {name for name, _ in aside}
+        kept = tuple(t for t in chosen if t.name not in names)
+        return evolve(self, tables=kept, set_aside=self.set_aside + aside)
 
     # -- lookups ------------------------------------------------------------------
     def table(self, name: str) -> Table:
         for table in self.tables:
             if table.name == name:
                 return table
+        for aside, why in self.set_aside:
+            if aside == name:
+                raise SpecError(f"pipeline {self.name!r}: {name} is not run by this deployment: {why}")
         raise SpecError(
             f"pipeline {self.name!r} has no table {name!r}; its tables are: "
             f"{', '.join(t.name for t in self.tables)}"

@@ -429,6 +429,21 @@ class Table:
                 "Real-time Mode cannot keep in Spark 4.2)"
             )
 
+    def unavailable(self) -> str | None:
+        """Why a deployment cannot run this table as configured (None: it can). A real-time flow
+        needs Kafka brokers for its source and its sink; a deployment without them (the embedded
+        default) sets it aside and says so, rather than failing the others' start."""
+        if self.sink is None:
+            return None
+        servers = getattr(self.sources[0], "bootstrap_servers", None) if self.sources else None
+        if servers and self.sink.bootstrap_servers:
+            return None
+        return (
+            "a real-time flow needs Kafka, and this deployment names no brokers: set "
+            "LAKEHOUSE_KAFKA_BOOTSTRAP_SERVERS (the stack platform does) or bootstrap_servers= on its "
+            "KafkaTopic and KafkaSink"
+        )
+
     def _fitting_kind(self) -> str:
         """The constructor this table's origin and write mode call for."""
         return KINDS[kind_for(self.write, has_source=bool(self.sources))]

@@ -28,19 +28,12 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from lakehouse.plan.generators import chunks, iso, malformed, time_range, uid
+from pipelines.iot.constants import DEVICE_TYPES
 
 if TYPE_CHECKING:
     from lakehouse.plan.generators import Landing
 
 SOURCE = "bronze.device_events"
-
-# physical range of the sensor, normal operating range, alert threshold
-DEVICE_TYPES: dict[str, tuple[tuple[float, float], tuple[float, float], float]] = {
-    "thermostat": ((-40.0, 125.0), (18.0, 26.0), 30.0),
-    "pressure": ((300.0, 1100.0), (980.0, 1030.0), 1040.0),
-    "humidity": ((0.0, 100.0), (30.0, 70.0), 85.0),
-    "vibration": ((0.0, 50.0), (0.5, 5.0), 12.0),
-}
 
 
 @dataclass

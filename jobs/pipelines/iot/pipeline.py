@@ -5,6 +5,8 @@ landing/*.json -> bronze.device_events -> silver.device_events -+-> gold.device_
                                           (+ devices registry)  +-> gold.device_status
                                                                 +-> gold.device_anomaly_scores
                                                                     (model iot_anomaly, trained by iot_train)
+Kafka iot.device_events -> (real-time lane, milliseconds) -> Kafka iot.device_alerts
+                        -> (its Delta twin, micro-batches) -> silver.device_alerts
 ```
 
 - bronze: every line as received; malformed ones kept with the reason.
@@ -18,6 +20,12 @@ landing/*.json -> bronze.device_events -> silver.device_events -+-> gold.device_
   anomalies are its rows ``WHERE anomaly``. Until a version is trained and promoted
   (``lakehouse train iot --promote``, or the ``iot_train`` DAG), events wait in its quarantine,
   unscored (a backfill scores them once a version is in force).
+- ``silver.device_alerts``, a real-time flow: each event over its device type's alert threshold
+  goes to the ``iot.device_alerts`` topic in milliseconds (Spark's Real-time Mode); alerts without
+  a device, and events of a type it has no threshold for (it cannot judge them), go to
+  ``iot.device_alerts.quarantine`` with the reason, as do lines that cannot be parsed; the
+  same records land in this Delta table (its twin). It runs where Kafka is (the stack platform,
+  ``LAKEHOUSE_KAFKA_BOOTSTRAP_SERVERS``); the embedded default has none and sets it aside.
 
 Quality (Great Expectations, see ``lakehouse.quality``): rows from a broken clock (decades
 ahead) are quarantined before they reach bronze, where they would push silver's watermark
@@ -40,15 +48,17 @@ from lakehouse.spec import (
     Append,
     Ingest,
     JsonFiles,
+    KafkaSink,
     KafkaTopic,
     Lookup,
     Model,
     Pipeline,
+    RealtimeFlow,
     StreamingTable,
     Upsert,
 )
 from pipelines.iot.checks import GOLD_WINDOWS_COMPLETE, GOLD_WINDOWS_MATCH_SILVER, STATUS_MATCHES_SILVER
-from pipelines.iot.constants import EVENT_SCHEMA, TOPIC, WATERMARK, WINDOW
+from pipelines.iot.constants import ALERTS_TOPIC, DEVICE_TYPES, EVENT_SCHEMA, TOPIC, WATERMARK, WINDOW
 
 pipeline = Pipeline(
     name="iot",
@@ -212,6 +222,24 @@ pipeline = Pipeline(
                     "LEFT ANTI JOIN {models.versions} v ON v.name = s._model AND v.version = s._model_version",
                     description="Every score names a registered model version",
                     name="scored_by_a_registered_version",
+                ),
+            ],
+        ),
+        RealtimeFlow(
+            "silver.device_alerts",
+            description="Events over their device type's alert threshold, sent to the "
+            f"{ALERTS_TOPIC} topic in milliseconds (Real-time Mode); this table is the lane's Delta twin.",
+            source=KafkaTopic(schema=EVENT_SCHEMA, topics=[TOPIC]),
+            sink=KafkaSink(topic=ALERTS_TOPIC),
+            transform="transforms:device_alerts",
+            where="alert_threshold IS NULL OR signal > alert_threshold",  # an unknown type: quarantined
+            expectations=[
+                gxe.ExpectColumnValuesToNotBeNull(column="device", action="drop", name="device_not_null"),
+                gxe.ExpectColumnValuesToBeInSet(
+                    column="device_type",
+                    value_set=list(DEVICE_TYPES),
+                    action="drop",
+                    name="device_type_known",
                 ),
             ],
         ),

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from pipelines.iot.constants import WINDOW
+from pipelines.iot.constants import DEVICE_TYPES, WINDOW
 
 if TYPE_CHECKING:
     from lakehouse.models.scoring import ModelInForce
@@ -93,4 +93,26 @@ def anomaly_scores(events: DataFrame, model: ModelInForce) -> DataFrame:
     columns = ["event_id", "device", "device_type", "signal", "event_time", "alert_threshold"]
     return model.score(events.select(*columns)).select(
         *columns, "anomaly", "anomaly_score", "anomaly_reason", "_model", "_model_version"
+    )
+
+
+def device_alerts(events: DataFrame) -> DataFrame:
+    """Typed events from the topic -> the real-time lane's alert records: names normalized as in
+    silver and each event's alert threshold (its device type's, a literal map: the lane has no
+    lookups; an unknown type has none); the flow's ``where=`` keeps the events above it and the
+    ones it cannot judge. Projections only, so Real-time Mode runs it record by record."""
+    thresholds = F.create_map(
+        *[
+            value
+            for kind, (_, _, threshold) in DEVICE_TYPES.items()
+            for value in (F.lit(kind), F.lit(threshold))
+        ]
+    )
+    device_type = F.lower(F.trim("device_type"))
+    return events.withColumns(
+        {
+            "device": F.lower(F.trim("device")),
+            "device_type": device_type,
+            "alert_threshold": thresholds[device_type],
+        }
     )

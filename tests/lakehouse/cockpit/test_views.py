@@ -137,6 +137,10 @@ def test_the_pipeline_page_draws_the_graph_charts_and_tables(tmp_path: Path, iot
     page = views.pipeline_page(conf, iot, hours=1, now=now)
     nodes = {n["id"]: n for n in page["graph"]["nodes"]}
     assert nodes[BRONZE]["state"] == "healthy" and nodes[SILVER]["state"] == "dead"
+    # no Kafka here: the real-time flow is set aside, said on the page, drawn nowhere
+    [aside] = page["set_aside"]
+    assert aside["flow"] == "silver.device_alerts" and "needs Kafka" in aside["why"]
+    assert "silver.device_alerts" not in nodes
     assert nodes["quarantine.silver_device_events"]["rows"] == 3
     assert {"from": BRONZE, "to": SILVER} in page["graph"]["edges"]
     sources = [n for n in page["graph"]["nodes"] if n["layer"] == "source"]

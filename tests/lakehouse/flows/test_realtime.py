@@ -16,12 +16,14 @@ from lakehouse.sources import KAFKA_COLUMNS
 from lakehouse.sources.parse import parse_json
 from lakehouse.spec import (
     Append,
+    Ingest,
     JsonFiles,
     KafkaSink,
     KafkaTopic,
     Pipeline,
     RealtimeFlow,
     SpecError,
+    StreamingTable,
     Table,
     gxe,
 )
@@ -96,6 +98,29 @@ def test_a_declared_real_time_flow_names_its_kind_quarantine_topic_and_brokers()
     configured = deployed.configured("kafka", "broker:9092").table("silver.hot_readings")
     assert configured.sink.bootstrap_servers == "broker:9092"
     assert configured.source.bootstrap_servers == "broker:9092"
+
+
+def test_a_deployment_without_kafka_sets_a_real_time_flow_aside_and_says_why() -> None:
+    readings = Ingest("bronze.readings", source=JsonFiles(schema=SCHEMA))
+    declared = Pipeline("alerts", tables=[readings, hot(source=KafkaTopic(schema=SCHEMA, topics="readings"))])
+    embedded = declared.configured("files")
+    assert embedded.table_names == ("bronze.readings",)
+    [(name, why)] = embedded.set_aside
+    assert name == "silver.hot_readings" and "LAKEHOUSE_KAFKA_BOOTSTRAP_SERVERS" in why
+    with pytest.raises(SpecError, match=r"silver.hot_readings is not run by this deployment: a real-time"):
+        embedded.select(["silver.hot_readings"])
+    assert declared.configured("kafka", "broker:9092").set_aside == ()
+    assert declared.configured("files", "broker:9092").table_names == declared.table_names  # brokers suffice
+    # its own brokers on source and sink need none from the deployment
+    own = hot(sink=KafkaSink(topic="hot", bootstrap_servers="127.0.0.1:1"))
+    assert Pipeline("alerts", tables=[own]).configured("files").set_aside == ()
+
+
+def test_a_table_fed_by_a_real_time_flow_refuses_a_deployment_that_sets_the_flow_aside() -> None:
+    twin = hot(source=KafkaTopic(schema=SCHEMA, topics="readings"))
+    fed = StreamingTable("gold.hot_devices", upstreams=["silver.hot_readings"], transform=fahrenheit)
+    with pytest.raises(SpecError, match=r"silver.hot_readings feeds gold.hot_devices, but a real-time flow"):
+        Pipeline("alerts", tables=[twin, fed]).configured("files")
 
 
 def records(spark, lines: list[tuple[str, int, str]]) -> DataFrame:

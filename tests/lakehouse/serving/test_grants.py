@@ -20,6 +20,7 @@ IOT = {
     "gold.device_type_stats",
     "gold.device_status",
     "gold.device_anomaly_scores",
+    "silver.device_alerts",  # the real-time flow's twin: the pipeline's, wherever it runs
 }
 IOT_EXTRAS = {f"{prefix}.{t.replace('.', '_')}" for t in IOT for prefix in ("quarantine", "changes")}
 

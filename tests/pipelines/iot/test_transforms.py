@@ -6,7 +6,7 @@ from datetime import datetime
 
 from pyspark.testing import assertDataFrameEqual
 
-from pipelines.iot.transforms import clean_events, device_status, device_type_stats
+from pipelines.iot.transforms import clean_events, device_alerts, device_status, device_type_stats
 
 EVENTS = "event_id STRING, device STRING, device_type STRING, signal DOUBLE, event_time TIMESTAMP"
 DEVICES = "device STRING, device_type STRING, location STRING, min_signal DOUBLE, max_signal DOUBLE, alert_threshold DOUBLE"
@@ -75,3 +75,19 @@ def test_device_status_flags_alerts_above_the_threshold(spark) -> None:
     )
     alerts = {r.device: r.alert for r in device_status(events).collect()}
     assert alerts == {"d1": True, "d2": False, "d3": False}  # unregistered: no threshold, no alert
+
+
+def test_device_alerts_normalizes_names_and_gives_each_type_its_threshold_keeping_platform_columns(
+    spark,
+) -> None:
+    events = spark.createDataFrame(
+        [(" Dev-1 ", "Thermostat ", 31.0, "a"), ("d2", "vibration", 3.0, "b"), ("d3", "robot", 9.0, "c"), (None, None, 1.0, "d")],
+        "device STRING, device_type STRING, signal DOUBLE, _kafka_key STRING",
+    )  # fmt: skip
+    rows = [r.asDict() for r in device_alerts(events).orderBy("_kafka_key").collect()]
+    assert rows == [
+        {"device": "dev-1", "device_type": "thermostat", "signal": 31.0, "_kafka_key": "a", "alert_threshold": 30.0},
+        {"device": "d2", "device_type": "vibration", "signal": 3.0, "_kafka_key": "b", "alert_threshold": 12.0},
+        {"device": "d3", "device_type": "robot", "signal": 9.0, "_kafka_key": "c", "alert_threshold": None},
+        {"device": None, "device_type": None, "signal": 1.0, "_kafka_key": "d", "alert_threshold": None},
+    ]  # fmt: skip

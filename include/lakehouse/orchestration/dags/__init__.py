@@ -67,7 +67,7 @@ def build_all(conf: Settings | None = None) -> dict[str, DAG]:
     """Every DAG of every registered pipeline that loads and of the lake, by dag id (for a DAG
     file's ``globals()``); the pipelines that do not load are :func:`raise_load_failures`'s."""
     conf = conf or settings()
-    pipelines = list(registry.discover(conf.pipelines_package).values())
+    pipelines = list(registry.deployed(conf).values())
     dags = [dag for p in pipelines for dag in build(p, conf)]
     dags += [dag for builder in LAKE_BUILDERS for dag in builder(pipelines, conf)]
     return {dag.dag_id: dag for dag in dags}

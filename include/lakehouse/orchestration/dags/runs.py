@@ -65,9 +65,7 @@ def incremental_dags(pipeline: Pipeline, conf: Settings) -> list[DAG]:
             from lakehouse.orchestration import operations  # deferred: polars (DAG files parse without it)
 
             run_conf = settings()
-            starting = operations.starting_flows(
-                run_conf, list(registry.discover(run_conf.pipelines_package).values())
-            )
+            starting = operations.starting_flows(run_conf, list(registry.deployed(run_conf).values()))
             for line in starting:
                 log.info("waiting for a starting stream: %s", line)
             return not starting

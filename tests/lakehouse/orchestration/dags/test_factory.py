@@ -138,7 +138,8 @@ def test_every_dag_is_documented_tagged_owned_retried_and_alerting(dags: dict) -
 
 
 def test_tables_are_assets_declared_by_the_tasks_that_write_them(dags: dict) -> None:
-    tables = set(discover("pipelines")["iot"].table_names)
+    # without Kafka (these DAGs' settings), the real-time flow is set aside: no task writes it
+    tables = set(discover("pipelines")["iot"].table_names) - {"silver.device_alerts"}
     for dag_id in ("iot_incremental", "iot_backfill"):
         task = dags[dag_id].tasks[-1]  # the driver (the incremental run waits for starting streams first)
         assert {outlet.name for outlet in task.outlets} == tables, dag_id
