@@ -240,8 +240,9 @@ def _graph(
     quarantined: dict[str, int | None],
     aliases: dict[tuple[str, str], int] | None = None,
 ) -> dict[str, Any]:
-    """Nodes (sources, tables, quarantine tables, models) and edges, each node with its column
-    (layer); a model sits below the table it learns from, with the version its alias points at."""
+    """Nodes (sources, tables, quarantine tables, models, a real-time flow's sink topic) and
+    edges, each node with its column (layer); a model sits below the table it learns from, with
+    the version its alias points at; a sink is drawn right of its table."""
     nodes: list[dict[str, Any]] = [
         {
             "id": f"lookup:{lookup.name}",
@@ -252,15 +253,21 @@ def _graph(
         for lookup in pipeline.lookups
     ]
     edges: list[tuple[str, str]] = []
+    read_by: dict[tuple[str, str], str] = {}  # (kind, label) -> the node of a source two tables read
     for table in pipeline.ordered():
         nodes.append(
             {"id": table.name, "kind": "table", "layer": table.layer, "state": states.get(table.name)}
         )
         if (source := table.source) is not None:  # the one this deployment reads
             label = source.label(pipeline.name, table.short_name)
-            node = f"{source.kind}:{table.name}"
-            nodes.append({"id": node, "kind": source.kind, "layer": "source", "label": label})
+            node = read_by.setdefault((source.kind, label), f"{source.kind}:{table.name}")  # one per topic
+            if node == f"{source.kind}:{table.name}":
+                nodes.append({"id": node, "kind": source.kind, "layer": "source", "label": label})
             edges.append((node, table.name))
+        if (sink := table.sink) is not None:  # a real-time flow's topic, beside its twin
+            node = f"sink:{table.name}"
+            nodes.append({"id": node, "kind": "sink", "layer": table.layer, "label": f"kafka {sink.topic}"})
+            edges.append((table.name, node))
         edges.extend((upstream, table.name) for upstream in table.upstream_names)
         edges.extend((f"lookup:{name}", table.name) for name in table.lookups)
         if any(e.action == "drop" for e in table.expectations):

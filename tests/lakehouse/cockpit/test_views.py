@@ -131,6 +131,22 @@ def test_the_overview_shows_each_flow_state_lag_drops_quality_and_alerts(
     assert views.pipeline_of_dag({"iot": iot}, "lakehouse_maintenance") is None
 
 
+def test_on_kafka_the_graph_draws_one_node_per_topic_and_the_real_time_flows_sink(tmp_path: Path) -> None:
+    from lakehouse import registry
+
+    now = datetime.now(UTC)
+    on_kafka = registry.get("pipelines", "iot").configured("kafka", "broker:9092")
+    graph = views.pipeline_page(seed(tmp_path, on_kafka, now), on_kafka, hours=1, now=now)["graph"]
+    sources = [n for n in graph["nodes"] if n["kind"] == "kafka"]
+    assert [n["label"] for n in sources] == ["iot.device_events"]  # bronze and the lane read one topic
+    edges = [(e["from"], e["to"]) for e in graph["edges"]]
+    assert {(sources[0]["id"], "bronze.device_events"), (sources[0]["id"], "silver.device_alerts")} <= set(
+        edges
+    )
+    [sink] = [n for n in graph["nodes"] if n["kind"] == "sink"]
+    assert sink["label"] == "kafka iot.device_alerts" and ("silver.device_alerts", sink["id"]) in edges
+
+
 def test_the_pipeline_page_draws_the_graph_charts_and_tables(tmp_path: Path, iot: Pipeline) -> None:
     now = datetime.now(UTC)
     conf = seed(tmp_path, iot, now)
