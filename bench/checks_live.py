@@ -56,7 +56,7 @@ def main() -> int:
         Settings(root=str(work / "spark"), spark_master="local[2]", shuffle_partitions=2, spark_ui=False,
                  spark_log_level="ERROR"), "bench-checks-live",
     )  # fmt: skip
-    iot, lake = registry.get("pipelines", "iot"), Lake(str(work / "lake"))
+    iot, lake = registry.get("pipelines", "iot").configured("files"), Lake(str(work / "lake"))
     landing = Landing(lake, iot)
     generate(landing, events=500, seed=1, end=datetime.now(UTC) - timedelta(seconds=5))  # some history
     runner = StreamRunner(spark, lake, iot)

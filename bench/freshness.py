@@ -74,7 +74,7 @@ def platform_flows(
 ) -> tuple[Callable[[], None], dict[str, str]]:
     """Every IoT flow but the model's, started by the platform; a stop function, and each layer's
     table path."""
-    iot = registry.get("pipelines", "iot")
+    iot = registry.get("pipelines", "iot").configured("files")
     runner = StreamRunner(spark, lake, iot)
     flows = [t for t in iot.ordered() if t.name != "gold.device_anomaly_scores"]  # no model here
     queries = [runner.start(t, Trigger("continuous", interval)) for t in flows]
@@ -104,7 +104,9 @@ def plain_flows(spark: SparkSession, lake: Lake, interval: str) -> tuple[Callabl
                 "alert_threshold DOUBLE")
         .csv(lake.reference("iot", "devices.csv"))
     )  # fmt: skip
-    landing = Landing(lake, registry.get("pipelines", "iot")).source_dir("bronze.device_events")
+    landing = Landing(lake, registry.get("pipelines", "iot").configured("files")).source_dir(
+        "bronze.device_events"
+    )
 
     def merge_into(path: str, on: str, update: str | None) -> Callable[[DataFrame, int], None]:
         def upsert(batch: DataFrame, _batch_id: int) -> None:
@@ -175,7 +177,7 @@ def measure(
     """Seconds from each probe's landing file to its event in each layer, with the flows that
     ``start`` starts running continuously on a fresh lake and the live feed landing beside."""
     lake = Lake(str(work / label))
-    landing = Landing(lake, registry.get("pipelines", "iot"))
+    landing = Landing(lake, registry.get("pipelines", "iot").configured("files"))
     # some history, and a registry with one device more than the feed uses: the probes' own, so that
     # its latest event (gold.device_status) is always the probe
     generate(landing, events=500, seed=1, end=datetime.now(UTC), devices=PROBE_DEVICE)
@@ -267,7 +269,7 @@ def main() -> None:
         "background_events_per_s": args.background,
         "flows": [
             t.name
-            for t in registry.get("pipelines", "iot").ordered()
+            for t in registry.get("pipelines", "iot").configured("files").ordered()
             if t.name != "gold.device_anomaly_scores"
         ],
         **{k: v for k, v in platform.items()},

@@ -191,7 +191,7 @@ def measure(
 ) -> dict[str, Any]:
     """Silver's and gold's micro-batch (those of ``parts``) at 1x and 10x; gold holds ``gold_base``
     rows at 1x."""
-    pipeline = registry.get("pipelines", "iot")
+    pipeline = registry.get("pipelines", "iot").configured("files")
     silver_table, gold_table = (
         pipeline.table("silver.device_events"),
         pipeline.table("gold.device_type_stats"),

@@ -58,7 +58,7 @@ def main() -> None:
     spark = spark_session(
         Settings(root=str(work / "spark"), spark_ui=False, spark_log_level="ERROR"), "bench-models"
     )
-    iot = registry.get("pipelines", "iot")
+    iot = registry.get("pipelines", "iot").configured("files")
     lake = Lake(str(work / "lake"))
     landing = Landing(lake, iot)
     history_end = START + timedelta(hours=args.hours)

@@ -118,7 +118,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                      spark_log_level="ERROR", spark_conf=store.spark_conf(BUCKET), s3a_connector=True),
             "bench-objectstore",
         )  # fmt: skip
-        iot = registry.get("pipelines", "iot")
+        iot = registry.get("pipelines", "iot").configured("files")
         warm = Lake(str(work / "warm"))  # the session's first Delta write and stream, not measured
         land(warm, iot, 20)
         plain_bronze(spark, warm, iot, "plain", None)

@@ -154,7 +154,7 @@ def drivers(settle: float) -> None:
             )
             os.environ["AIRFLOW_CONN_SPARK_DEFAULT"] = json.dumps({"conn_type": "spark", "host": "local[*]"})
             conf = Settings()
-            iot = get("pipelines", "iot")
+            iot = get("pipelines", "iot").configured("files")
             lake = Lake(conf.root)
             generate(Landing(lake, iot), events=2000, files=4, seed=1)
             started = time.monotonic()
@@ -201,7 +201,7 @@ def memory(minutes: float, warmup: float = 5.0) -> None:
         env = base_env(Path(tmp))
         os.environ.update({k: v for k, v in env.items() if k.startswith(("LAKEHOUSE_", "AIRFLOW", "PATH"))})
         os.environ["AIRFLOW_CONN_SPARK_DEFAULT"] = json.dumps({"conn_type": "spark", "host": "local[*]"})
-        conf, iot = Settings(), get("pipelines", "iot")
+        conf, iot = Settings(), get("pipelines", "iot").configured("files")
         lake = Lake(conf.root)
         generate(Landing(lake, iot), events=2000, files=4, seed=1)
         operations.deploy(

@@ -188,7 +188,7 @@ class Script:
 
     def __init__(self, spark: SparkSession, lake: Lake, seed: int, events_per_hour: int, logs: Path) -> None:
         self.spark, self.lake, self.rng = spark, lake, random.Random(seed)
-        self.pipeline: Pipeline = registry.get("pipelines", "iot")
+        self.pipeline: Pipeline = registry.get("pipelines", "iot").configured("files")
         self.landing = Landing(lake, self.pipeline)
         self.events_per_hour = events_per_hour
         self.figures = Figures(seed=seed)

@@ -51,7 +51,7 @@ def main() -> None:
         Settings(root=str(work / "home"), spark_master=args.master, shuffle_partitions=2, spark_ui=False,
                  spark_log_level="ERROR")
     )  # fmt: skip
-    iot = registry.get("pipelines", "iot")
+    iot = registry.get("pipelines", "iot").configured("files")
     silver = iot.table(SILVER)
     plain = evolve(iot, tables=[evolve(silver, expectations=()) if t is silver else t for t in iot.tables])
     print(f"silver expectations: {', '.join(e.label for e in silver.expectations)}")

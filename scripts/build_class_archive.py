@@ -40,7 +40,7 @@ def main() -> int:
     try:  # an optimisation: a reference pipeline a user broke must not stop a bootstrap
         from pipelines.iot.generator import generate
 
-        iot = registry.get("pipelines", "iot")
+        iot = registry.get("pipelines", "iot").configured("files")
         registry.check_transforms(iot)
     except Exception as exc:
         print(

@@ -114,6 +114,12 @@ class OverviewCollector:
             "over the monitor's history window (a restart's repeats included).",
             labels=["pipeline", "flow", "lane", "outcome"],
         )
+        lane_lag = GaugeMetricFamily(
+            "lakehouse_lane_lag_seconds",
+            "Seconds from a record's Kafka timestamp to the lane sending it, in its last epoch "
+            "(stat: p50 or max).",
+            labels=["pipeline", "flow", "lane", "stat"],
+        )
         for pipeline in self.overview["pipelines"]:
             for flow in pipeline["flows"]:
                 for lane, figures in (flow.get("lanes") or {}).items():
@@ -124,6 +130,9 @@ class OverviewCollector:
                             lane_gauges[name].add_metric(labels, float(figures[figure]))
                     for outcome, count in figures["counts"].items():
                         lane_records.add_metric([*labels, outcome], float(count))
+                    for stat, ms in (figures.get("lag_ms") or {}).items():
+                        if ms is not None:
+                            lane_lag.add_metric([*labels, stat], ms / 1000)
         not_loaded = GaugeMetricFamily(
             "lakehouse_pipeline_not_loaded",
             "1 for a pipeline whose declaration cannot be loaded (no DAGs until it is fixed).",
@@ -155,6 +164,7 @@ class OverviewCollector:
         yield lane_up
         yield from lane_gauges.values()
         yield lane_records
+        yield lane_lag
 
 
 def exposition(overview: dict[str, Any], tables: dict[str, dict[str, Any]]) -> bytes:

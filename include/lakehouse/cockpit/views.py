@@ -191,6 +191,7 @@ def _summary(settings: Settings, pipeline: Pipeline, reads: Reads, now: datetime
                 "backlog": lane["backlog"],
                 "input_rows": lane["input_rows"],
                 "counts": lane["counts"],
+                "lag_ms": lane["lag_ms"],
             }
             for name, lane in healths[table.name].figures.get("lanes", {}).items()
         }

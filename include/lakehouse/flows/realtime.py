@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING
 from pyspark.sql import functions as F
 
 from lakehouse.flows.ingest import IngestFlow
-from lakehouse.monitoring.progress import INPUT_RECORDS, query_name
+from lakehouse.monitoring.progress import INPUT_RECORDS, LAG, query_name
 from lakehouse.sources import KAFKA_COLUMNS, Bronze, kafka_servers, reader_for
 from lakehouse.spec import SpecError, parse_duration
 from lakehouse.spec.sources.base import PARSE_ERROR, RAW_RECORD
@@ -45,6 +45,8 @@ log = logging.getLogger(__name__)
 SOURCE_HEADER = "lakehouse.source"  # topic/partition/offset of the record an output came from
 LANE = "realtime"  # the lane's query is ``<pipeline>.<table>@realtime``; its checkpoint, ``<checkpoint>/realtime``
 LANE_METRICS = "lakehouse_realtime"  # its observed counts: sent, quarantined, parse errors, per expectation
+# ... and, per epoch, how long its records waited: wall clock at the sink minus the Kafka timestamp
+LAG_P50, LAG_MAX = f"{LAG}p50", f"{LAG}max"
 # Plan nodes a per-record transform may add: projections (and the names Spark gives them)
 PER_RECORD = frozenset({"Project", "SubqueryAlias", "View", "Alias"})
 WHY = {
@@ -227,6 +229,13 @@ class RealtimeFlowKind(IngestFlow):
             F.count_if(~parsed).alias("parse_errors"),
             *[F.count_if(hits[e.label]).alias(f"expectation {e.label}") for e in expectations],
         ]
+        if "_kafka_timestamp" in rows.columns:  # the lane's lag: evaluated per record, as it goes out
+            now_ms = F.expr("reflect('java.lang.System', 'currentTimeMillis')").cast("long")
+            rows = rows.withColumn("_lane_lag_ms", now_ms - F.unix_millis("_kafka_timestamp"))
+            counts += [
+                F.percentile_approx("_lane_lag_ms", 0.5).alias(LAG_P50),
+                F.max("_lane_lag_ms").alias(LAG_MAX),
+            ]
         return rows.observe(LANE_METRICS, *counts).select(
             F.when(quarantined, F.lit(sink.quarantine)).otherwise(F.lit(sink.topic)).alias("topic"),
             (F.col("_kafka_key") if "_kafka_key" in rows.columns else F.lit(None).cast("string")).alias(

@@ -177,11 +177,14 @@ def _observed(metrics: Mapping[str, Any] | None) -> str | None:
 RUNNING = ("started", "progress", "idle")  # a query's last event while it runs
 
 
+LAG = "lag_ms_"  # observed figures of a lane's last epoch (``lag_ms_p50``, ``lag_ms_max``), not counts
+
+
 def lanes(events: pl.DataFrame, pipeline: str) -> dict[str, dict[str, dict[str, Any]]]:
     """Per flow of ``pipeline``, the queries that run beside its stream (``<flow>@<lane>``, e.g. a
     real-time lane), by lane: state, whether it runs, heartbeat (last event), its last progress's
-    rates and backlog, and the counts it observed over the events given (each epoch once, a
-    restart's repeats included)."""
+    rates, backlog and lag (ms from a record's Kafka timestamp to its sending: p50 and max), and
+    the counts it observed over the events given (each epoch once, a restart's repeats included)."""
     if "observed" not in events.columns:  # a progress table written before lanes existed
         events = events.with_columns(pl.lit(None, pl.String).alias("observed"))
     mine = events.filter((pl.col("pipeline") == pipeline) & pl.col("flow").str.contains("@", literal=True))
@@ -192,10 +195,13 @@ def lanes(events: pl.DataFrame, pipeline: str) -> dict[str, dict[str, dict[str, 
             subset=["query_id", "batch_id"], keep="last"
         )
         counts: dict[str, int] = {}
-        for observed in progress["observed"].drop_nulls():
+        lag: dict[str, float | None] = {}  # the last epoch's (a figure per epoch, not a count)
+        for observed in progress.sort("recorded_at")["observed"].drop_nulls():
             for metrics in json.loads(observed).values():
+                lag = {k.removeprefix(LAG): v for k, v in metrics.items() if k.startswith(LAG)}
                 for key, value in metrics.items():
-                    counts[key] = counts.get(key, 0) + int(value or 0)
+                    if not key.startswith(LAG):
+                        counts[key] = counts.get(key, 0) + int(value or 0)
         figures = progress.sort("recorded_at").row(-1, named=True) if progress.height else {}
         flow, lane = str(name[0]).split("@", 1)
         found.setdefault(flow, {})[lane] = {
@@ -206,6 +212,7 @@ def lanes(events: pl.DataFrame, pipeline: str) -> dict[str, dict[str, dict[str, 
             "input_rows_per_second": figures.get("input_rows_per_second"),
             "backlog": figures.get("backlog"),
             "counts": counts,
+            "lag_ms": lag or None,  # {"p50": ..., "max": ...}: Kafka timestamp -> sent, last epoch
             "last_exception": last["exception"],
         }
     return found

@@ -577,12 +577,19 @@ def report(health: FlowHealth) -> str:
         counts = ", ".join(f"{key} {value:,}" for key, value in lane["counts"].items()) or "no records yet"
         lines.append(
             f"  {name} lane: {lane['state']}, input {_num(lane['input_rows_per_second'])} records/s, "
-            f"backlog {lane['backlog'] if lane['backlog'] is not None else 'n/a'}; since "
+            f"backlog {lane['backlog'] if lane['backlog'] is not None else 'n/a'}{_lag(lane['lag_ms'])}; since "
             f"{HISTORY.total_seconds() / 3600:g} h: {lane['input_rows']:,} records in, {counts}"
         )
     if f.get("last_exception"):
         lines.append(f"  last exception: {str(f['last_exception'])[:300]}")
     return "\n".join(lines)
+
+
+def _lag(lag: dict[str, float | None] | None) -> str:
+    """A lane's lag in its last epoch, from the record's Kafka timestamp to its sending."""
+    if not lag or lag.get("p50") is None:
+        return ""
+    return f", lag p50 {lag['p50']:,.0f} ms, max {lag.get('max') or 0:,.0f} ms"
 
 
 def _num(value: float | None) -> str:

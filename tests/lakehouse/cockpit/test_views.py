@@ -312,7 +312,8 @@ def test_a_real_time_lane_shows_its_state_rates_and_counts_beside_its_flow(tmp_p
         }
         return {
             **lane, "event": "progress", "batch_id": batch, "num_input_rows": sent + quarantined,
-            "input_rows_per_second": 12.5, "backlog": 3, "observed": json.dumps({"lakehouse_realtime": counts}),
+            "input_rows_per_second": 12.5, "backlog": 3,
+            "observed": json.dumps({"lakehouse_realtime": {**counts, "lag_ms_p50": 4 * batch, "lag_ms_max": 90 * batch}}),
             "recorded_at": now - timedelta(seconds=seconds_ago),
         }  # fmt: skip
 
@@ -330,6 +331,7 @@ def test_a_real_time_lane_shows_its_state_rates_and_counts_beside_its_flow(tmp_p
     assert figures["state"] == "progress" and figures["input_rows_per_s"] == 12.5 and figures["backlog"] == 3
     assert figures["counts"] == {"sent": 15, "quarantined": 3, "parse_errors": 2, "expectation plausible": 1}
     assert figures["input_rows"] == 18 and 29 <= figures["heartbeat_age_s"] <= 31
+    assert figures["lag_ms"] == {"p50": 8, "max": 180}  # the last epoch's, not a sum
     text = metrics.exposition(overview, {}).decode()
     samples = {
         (s.name, tuple(sorted(s.labels.items()))): s.value
@@ -342,7 +344,9 @@ def test_a_real_time_lane_shows_its_state_rates_and_counts_beside_its_flow(tmp_p
         samples[("lakehouse_lane_records", tuple(sorted({**labels, "outcome": "quarantined"}.items())))] == 3
     )
     assert samples[("lakehouse_lane_backlog_rows", tuple(sorted(labels.items())))] == 3
+    assert samples[("lakehouse_lane_lag_seconds", tuple(sorted({**labels, "stat": "max"}.items())))] == 0.18
     [health] = operations.health(conf, alerts, now=now)
-    assert "realtime lane: progress, input 12.5 records/s, backlog 3; since 1 h: 18 records in, sent 15" in (
-        operations.report(health)
+    assert (
+        "realtime lane: progress, input 12.5 records/s, backlog 3, lag p50 8 ms, max 180 ms; since 1 h: "
+        "18 records in, sent 15" in (operations.report(health))
     )

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -175,6 +176,8 @@ def test_the_lane_sends_quarantines_and_its_twin_holds_each_record_once_across_a
             print(log.name, log.read_text(errors="replace")[-3000:])
     assert f"{FLOW}: HEALTHY" in health and "  realtime lane: progress" in health, health
     assert "sent " in health and "quarantined " in health, health  # the lane's own counts
+    lag = re.search(r"lag p50 ([\d,]+) ms, max ([\d,]+) ms", health)  # Kafka timestamp -> sent, last epoch
+    assert lag and 0 <= int(lag[1].replace(",", "")) <= int(lag[2].replace(",", "")) < 600_000, health
     assert "stopped" in stopped, stopped
 
     out = consume(servers, hot)

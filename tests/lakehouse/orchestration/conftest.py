@@ -177,7 +177,8 @@ def reap_drivers(cli_env: dict[str, str]):
         for pipeline in control_root.glob("*")
     ]
     controls += [
-        (FlowControl(root, "iot"), registry.get("pipelines", "iot").table_names) for root in STORE_CONTROLS
+        (FlowControl(root, "iot"), registry.get("pipelines", "iot").configured("files").table_names)
+        for root in STORE_CONTROLS
     ]
     STORE_CONTROLS.clear()
     for control, flows in controls:

@@ -297,7 +297,7 @@ def test_airflow_backfill_create_runs_each_daily_slice_through_the_coordination(
     from pipelines.iot.generator import generate
 
     running, _, env = platform
-    iot = registry.get("pipelines", "iot")
+    iot = registry.get("pipelines", "iot").configured("files")
     # the day before yesterday: the browser's backfill test records a run for yesterday
     day_start = datetime.now(UTC).replace(hour=0, minute=0, second=0, microsecond=0) - timedelta(days=2)
     landed = generate(
@@ -489,9 +489,13 @@ def test_deploy_make_down_and_make_up_again_as_the_readme_says(platform, poll) -
     (the monitor resumes them). The fixture's ``make down`` ends it a second time."""
     running, _, env = platform
     control = FlowControl.of(running.conf, "iot")
-    flows = [flow for flow in registry.get("pipelines", "iot").table_names if control.deployment(flow)]
+    flows = [
+        flow
+        for flow in registry.get("pipelines", "iot").configured("files").table_names
+        if control.deployment(flow)
+    ]
     if not flows:  # run alone: the cockpit's "deploy all" above did not run
-        flows = registry.get("pipelines", "iot").table_names
+        flows = registry.get("pipelines", "iot").configured("files").table_names
         running.api("PATCH", "/api/v2/dags/iot_stream_deploy", {"is_paused": False})
         running.api("POST", "/api/v2/dags/iot_stream_deploy/dagRuns", {"logical_date": None})
     assert len(flows) >= 4, flows

@@ -111,7 +111,9 @@ def test_rejected_lines(answers, demo) -> None:
 
 def test_flow_freshness(answers) -> None:
     flows = {r[0] for r in answers["flow-freshness"]}
-    assert flows == set(registry.get("pipelines", "iot").table_names)  # every flow that ran
+    assert flows == set(
+        registry.get("pipelines", "iot").configured("files").table_names
+    )  # every flow that ran
 
 
 def test_time_travel_example(answers, demo) -> None:

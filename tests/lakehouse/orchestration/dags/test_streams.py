@@ -31,7 +31,9 @@ from lakehouse.state.driver_logs import driver_logs, shared_logs
 from pipelines.iot.generator import Summary, generate
 
 HITL_MARKER = "HITL-REQUEST "
-FLOWS = registry.get("pipelines", "iot").table_names  # the scores wait in quarantine: no model yet
+FLOWS = (
+    registry.get("pipelines", "iot").configured("files").table_names
+)  # the scores wait in quarantine: no model yet
 START = datetime(2026, 2, 1, 8, tzinfo=UTC)
 SIGNALS = ("avg_signal", "min_signal", "max_signal")
 
