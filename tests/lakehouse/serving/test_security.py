@@ -68,9 +68,15 @@ def attacks(lake: Lake, **places: str) -> dict[str, str]:
 
 
 def snapshot(lake: Lake) -> dict[str, object]:
-    """Every table's version, and every file of the lake with its size."""
+    """Every table's version, and every file of the lake with its size (but the server's own state
+    record, which it rewrites while it runs: ``control/serving``, a temporary file and a rename)."""
     root = Path(lake.root)
-    files = {str(p.relative_to(root)): p.stat().st_size for p in root.rglob("*") if p.is_file()}
+    own = root / "control" / "serving"
+    files = {
+        str(p.relative_to(root)): p.stat().st_size
+        for p in root.rglob("*")
+        if p.is_file() and not p.is_relative_to(own)
+    }
     versions = {}
     for layer in ("bronze", "silver", "gold", "quarantine"):
         for table in (root / "tables" / layer).glob("*"):
