@@ -195,10 +195,11 @@ def lanes(events: pl.DataFrame, pipeline: str) -> dict[str, dict[str, dict[str, 
             subset=["query_id", "batch_id"], keep="last"
         )
         counts: dict[str, int] = {}
-        lag: dict[str, float | None] = {}  # the last epoch's (a figure per epoch, not a count)
+        lag: dict[str, float | None] = {}  # of the last epoch that sent records (a figure, not a count)
         for observed in progress.sort("recorded_at")["observed"].drop_nulls():
             for metrics in json.loads(observed).values():
-                lag = {k.removeprefix(LAG): v for k, v in metrics.items() if k.startswith(LAG)}
+                if metrics.get(f"{LAG}p50") is not None:  # an epoch without records has no lag
+                    lag = {k.removeprefix(LAG): v for k, v in metrics.items() if k.startswith(LAG)}
                 for key, value in metrics.items():
                     if not key.startswith(LAG):
                         counts[key] = counts.get(key, 0) + int(value or 0)

@@ -323,6 +323,10 @@ def test_a_real_time_lane_shows_its_state_rates_and_counts_beside_its_flow(tmp_p
             epoch(1, 10, 2, 1, 50),
             epoch(2, 5, 1, 0, 40),
             epoch(2, 5, 1, 0, 30),  # the same epoch recorded again: once
+            {
+                **epoch(3, 0, 0, 0, 29),
+                "observed": json.dumps({"lakehouse_realtime": {"sent": 0, "lag_ms_p50": None}}),
+            },
         ]
     )
     overview = views.overview(conf, {"alerts": alerts}, now=now)
@@ -331,7 +335,7 @@ def test_a_real_time_lane_shows_its_state_rates_and_counts_beside_its_flow(tmp_p
     assert figures["state"] == "progress" and figures["input_rows_per_s"] == 12.5 and figures["backlog"] == 3
     assert figures["counts"] == {"sent": 15, "quarantined": 3, "parse_errors": 2, "expectation plausible": 1}
     assert figures["input_rows"] == 18 and 29 <= figures["heartbeat_age_s"] <= 31
-    assert figures["lag_ms"] == {"p50": 8, "max": 180}  # the last epoch's, not a sum
+    assert figures["lag_ms"] == {"p50": 8, "max": 180}  # the last epoch's that sent records, not a sum
     text = metrics.exposition(overview, {}).decode()
     samples = {
         (s.name, tuple(sorted(s.labels.items()))): s.value
