@@ -471,6 +471,27 @@ def ads() -> Pipeline:
     return registry.get("pipelines", "ads")
 
 
+@pytest.fixture
+def consume(stack):
+    """``consume(topic)``: every record of a topic on the stack's broker, from its start (what a
+    reader finds there)."""
+    from kafka import KafkaConsumer
+
+    def read(topic: str) -> list:
+        consumer = KafkaConsumer(
+            topic,
+            bootstrap_servers=stack.kafka_servers,
+            auto_offset_reset="earliest",
+            consumer_timeout_ms=3000,
+        )
+        try:
+            return list(consumer)
+        finally:
+            consumer.close()
+
+    return read
+
+
 @pytest.fixture(scope="session")
 def stack():
     """The native production topology's engines (Postgres, Kafka KRaft, Spark master + worker),

@@ -261,10 +261,11 @@ def _graph(
         )
         if (source := table.source) is not None:  # the one this deployment reads
             label = source.label(pipeline.name, table.short_name)
-            node = read_by.setdefault((source.kind, label), f"{source.kind}:{table.name}")  # one per topic
-            if node == f"{source.kind}:{table.name}":
-                nodes.append({"id": node, "kind": source.kind, "layer": "source", "label": label})
-            edges.append((node, table.name))
+            key = (source.kind, label)
+            if key not in read_by:  # one node per topic two tables read
+                read_by[key] = f"{source.kind}:{table.name}"
+                nodes.append({"id": read_by[key], "kind": source.kind, "layer": "source", "label": label})
+            edges.append((read_by[key], table.name))
         if (sink := table.sink) is not None:  # a real-time flow's topic, beside its twin
             node = f"sink:{table.name}"
             nodes.append({"id": node, "kind": "sink", "layer": table.layer, "label": f"kafka {sink.topic}"})

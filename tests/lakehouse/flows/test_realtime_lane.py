@@ -69,18 +69,6 @@ def payload(kind: str, device: str) -> bytes:
     return json.dumps({"device": device, "temperature": temperature, "sent_ms": now}).encode()
 
 
-def consume(servers: str, topic: str) -> list:
-    from kafka import KafkaConsumer
-
-    consumer = KafkaConsumer(
-        topic, bootstrap_servers=servers, auto_offset_reset="earliest", consumer_timeout_ms=2000
-    )
-    try:
-        return list(consumer)
-    finally:
-        consumer.close()
-
-
 def origin(message) -> str:
     return dict(message.headers)["lakehouse.source"].decode()
 
@@ -88,7 +76,7 @@ def origin(message) -> str:
 @pytest.mark.slow
 @pytest.mark.timeout(900)
 def test_the_lane_sends_quarantines_and_its_twin_holds_each_record_once_across_a_driver_sigkill(
-    stack, cli_env: dict[str, str], tmp_path: Path, poll
+    stack, cli_env: dict[str, str], tmp_path: Path, poll, consume
 ) -> None:
     from kafka import KafkaAdminClient, KafkaProducer
     from kafka.admin import NewTopic
@@ -126,8 +114,8 @@ def test_the_lane_sends_quarantines_and_its_twin_holds_each_record_once_across_a
         return {where for where, (kind, _, _) in sent.items() if kind in kinds}
 
     def lane_covers() -> bool:
-        out = {origin(m) for m in consume(servers, hot)}
-        held = {origin(m) for m in consume(servers, quarantine)}
+        out = {origin(m) for m in consume(hot)}
+        held = {origin(m) for m in consume(quarantine)}
         return out == expected("hot") and held == expected("implausible", "malformed", "wrong_type")
 
     control = FlowControl(Path(env["LAKEHOUSE_ROOT"]) / "control", "alerts")
@@ -156,7 +144,7 @@ def test_the_lane_sends_quarantines_and_its_twin_holds_each_record_once_across_a
         poll(lane_covers, 300, "the first wave through the lane")
         before = expected("hot")
         produce(1)
-        poll(lambda: {origin(m) for m in consume(servers, hot)} - before, 120, "the second wave going out")
+        poll(lambda: {origin(m) for m in consume(hot)} - before, 120, "the second wave going out")
         kill_driver()  # mid-run: the lane's last checkpoint is behind what it sent
         produce(2)  # while no driver runs
         restarted = lakehouse("health", "alerts", "--restart")  # what the monitor DAG does
@@ -180,7 +168,7 @@ def test_the_lane_sends_quarantines_and_its_twin_holds_each_record_once_across_a
     assert lag and 0 <= int(lag[1].replace(",", "")) <= int(lag[2].replace(",", "")) < 600_000, health
     assert "stopped" in stopped, stopped
 
-    out = consume(servers, hot)
+    out = consume(hot)
     values = {}
     for message in out:  # a repeat (at-least-once) is the same record again, told by its origin
         value = json.loads(message.value)
@@ -190,7 +178,7 @@ def test_the_lane_sends_quarantines_and_its_twin_holds_each_record_once_across_a
         assert value["temperature"] == 95.0 and value["fahrenheit"] == 203.0 and "sent_ms" in value
     repeats = sum(Counter(origin(m) for m in out).values()) - len(values)
     assert set(values) == expected("hot"), "every hot record out, and nothing else"
-    held = {origin(m): json.loads(m.value) for m in consume(servers, quarantine)}
+    held = {origin(m): json.loads(m.value) for m in consume(quarantine)}
     assert set(held) == expected("implausible", "malformed", "wrong_type")
     for where, reason in held.items():
         kind = sent[where][0]

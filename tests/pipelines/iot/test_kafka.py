@@ -56,18 +56,6 @@ def judged(event: dict) -> str | None:
     return "quarantine" if event["device"] is None or threshold is None else "alert"
 
 
-def consume(servers: str, topic: str) -> list:
-    from kafka import KafkaConsumer
-
-    consumer = KafkaConsumer(
-        topic, bootstrap_servers=servers, auto_offset_reset="earliest", consumer_timeout_ms=3000
-    )
-    try:
-        return list(consumer)
-    finally:
-        consumer.close()
-
-
 def end_offsets(servers: str) -> dict[int, int]:
     from kafka import KafkaConsumer, TopicPartition
 
@@ -79,7 +67,9 @@ def end_offsets(servers: str) -> dict[int, int]:
 
 
 @pytest.mark.slow
-def test_kafka_to_gold_exactly_once_across_driver_sigkill(stack, cli_env: dict[str, str], poll) -> None:
+def test_kafka_to_gold_exactly_once_across_driver_sigkill(
+    stack, cli_env: dict[str, str], poll, consume
+) -> None:
     env = {**cli_env, "LAKEHOUSE_INGEST": "kafka", "LAKEHOUSE_KAFKA_BOOTSTRAP_SERVERS": stack.kafka_servers}
     conf = Settings(root=env["LAKEHOUSE_ROOT"], ingest="kafka", kafka_bootstrap_servers=stack.kafka_servers)
     # as the driver sees it with LAKEHOUSE_INGEST=kafka:
@@ -189,10 +179,10 @@ def test_kafka_to_gold_exactly_once_across_driver_sigkill(stack, cli_env: dict[s
     # source offset), the ones it cannot send in quarantine with the reason, the twin holding
     # each record once
     assert expected("alert") and expected("quarantine"), "the generated data has both kinds"
-    sent = consume(stack.kafka_servers, ALERTS_TOPIC)
+    sent = consume(ALERTS_TOPIC)
     assert {json.loads(m.value)["event_id"] for m in sent} == expected("alert")
     assert all(json.loads(m.value)["signal"] > THRESHOLDS[json.loads(m.value)["device_type"]] for m in sent)
-    held = [json.loads(m.value) for m in consume(stack.kafka_servers, f"{ALERTS_TOPIC}.quarantine")]
+    held = [json.loads(m.value) for m in consume(f"{ALERTS_TOPIC}.quarantine")]
     judged_out = {h["record"]["event_id"] for h in held if h.get("failed_expectations")}
     assert judged_out == expected("quarantine")
     unparsed = {h["source"] for h in held if h.get("parse_error")}
