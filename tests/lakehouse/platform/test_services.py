@@ -79,6 +79,54 @@ def test_airflow_on_the_embedded_platform_waits_60_s_for_sqlites_lock(tmp_path: 
     assert out.stdout.strip().splitlines()[-1] == "60000"
 
 
+def _read_then_write_in_a_savepoint_while_another_process_commits(db: Path, connect_args: dict) -> int:
+    """Airflow's backfill run creation, reduced: a nested session reads, another connection
+    commits a write meanwhile, then the session inserts. Returns the rows committed."""
+    import threading
+
+    from sqlalchemy import create_engine, event, text
+    from sqlalchemy.orm import Session
+
+    def engine():  # as Airflow opens SQLite (airflow.utils.orm_event_handlers): WAL
+        made = create_engine(f"sqlite:///{db}", connect_args=connect_args)
+        event.listen(made, "connect", lambda dbapi, _: dbapi.execute("PRAGMA journal_mode=WAL"))
+        return made
+
+    mine, theirs = engine(), engine()
+    with mine.begin() as conn:
+        conn.exec_driver_sql("CREATE TABLE runs (who TEXT)")
+
+    def other_process_writes() -> None:
+        with theirs.begin() as conn:
+            conn.exec_driver_sql("INSERT INTO runs VALUES ('scheduler')")
+
+    with Session(mine) as session:
+        with session.begin_nested():
+            session.execute(text("SELECT count(*) FROM runs")).scalar()
+            other = threading.Thread(target=other_process_writes)
+            other.start()
+            other.join(0.5)  # it commits now, or (with the lock taken first) waits for ours
+            session.execute(text("INSERT INTO runs VALUES ('backfill')"))
+        session.commit()
+    other.join()
+    with mine.connect() as conn:
+        return conn.exec_driver_sql("SELECT count(*) FROM runs").scalar()
+
+
+def test_a_savepoint_that_reads_then_writes_waits_for_sqlites_lock_instead_of_failing(tmp_path: Path) -> None:
+    """The hazard is real with Python's defaults (SQLite refuses the deferred transaction's upgrade
+    at once: no busy timeout applies), and the platform's connection takes the lock first."""
+    from sqlalchemy.exc import OperationalError
+
+    from lakehouse.platform.airflow_sqlite import CONNECT_ARGS
+
+    with pytest.raises(OperationalError, match="database is locked"):
+        _read_then_write_in_a_savepoint_while_another_process_commits(tmp_path / "plain.db", {"timeout": 5})
+    assert (
+        _read_then_write_in_a_savepoint_while_another_process_commits(tmp_path / "ours.db", CONNECT_ARGS) == 2
+    )
+
+
 def test_a_free_port_is_below_the_ephemeral_range_where_connections_and_bind_0_take_theirs(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
