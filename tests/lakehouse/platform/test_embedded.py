@@ -306,6 +306,8 @@ def test_airflow_backfill_create_runs_each_daily_slice_through_the_coordination(
         late_fraction=0, duplicate_fraction=0, malformed_fraction=0,
     )  # fmt: skip
     day = day_start.strftime("%Y-%m-%d")
+    # the tests' platform creates its DAGs paused (make up's do not): runs of a paused DAG wait
+    running.api("PATCH", "/api/v2/dags/iot_backfill", {"is_paused": False})
     conf = json.dumps({"flows": ["bronze.device_events"], "downstream": False})
     script = (  # as docs/operate.md says: the running platform's environment, then Airflow's CLI
         'eval "$(.venv/bin/python -m lakehouse.platform.embedded env)"\n'
