@@ -69,14 +69,27 @@ def plain_process(job: str, root: str) -> tuple[float, dict[str, float]]:
     """Seconds of the hand-written batch jobs ``job`` (``bench/plain_jobs.py``) as a user runs
     them: a Python process building its own session (Delta's jars, ``local[CORES]``), and the
     seconds of each layer within it."""
+    import shlex
+
     from lakehouse.core.config import Settings
-    from lakehouse.state.session import PLATFORM_JAR, jars
+    from lakehouse.state.session import PLATFORM_JAR, class_archive_options, jars
 
     delta_jars = ",".join(str(j) for j in jars(Settings()) if j.name != PLATFORM_JAR)
+    # the JVM the platform's drivers start with: its class-data archive, if built (make bootstrap)
+    java_options = shlex.join(class_archive_options(Settings()))
+    command = [
+        sys.executable,
+        str(BENCH / "plain_jobs.py"),
+        job,
+        root,
+        "--jars",
+        delta_jars,
+        "--cores",
+        str(CORES),
+    ]
     began = time.perf_counter()
     done = subprocess.run(
-        [sys.executable, str(BENCH / "plain_jobs.py"), job, root, "--jars", delta_jars, "--cores", str(CORES)],
-        capture_output=True, text=True, check=False,
+        [*command, f"--java-options={java_options}"], capture_output=True, text=True, check=False
     )  # fmt: skip
     seconds = time.perf_counter() - began
     if done.returncode:
@@ -84,15 +97,43 @@ def plain_process(job: str, root: str) -> tuple[float, dict[str, float]]:
     return seconds, json.loads(done.stdout.strip().splitlines()[-1])["layers"]
 
 
-def process_figures(plain_seconds: float, cli_seconds: float, rows: int) -> dict[str, float]:
+def interleaved(
+    runs: int, plain: Callable[[int], float], cli: Callable[[int], float]
+) -> tuple[list[float], list[float]]:
+    """``runs`` pairs of (``plain(i)``, ``cli(i)``) seconds, the pair's order alternating (plain
+    first, then the platform first, ...): whoever runs second on a machine that just warmed its
+    page cache, or while another tenant is busy, does not always profit or pay."""
+    plains: list[float] = []
+    clis: list[float] = []
+    for i in range(runs):
+        if i % 2 == 0:
+            plains.append(plain(i))
+            clis.append(cli(i))
+        else:
+            clis.append(cli(i))
+            plains.append(plain(i))
+    return plains, clis
+
+
+def process_figures(plain_seconds: list[float], cli_seconds: list[float], rows: int) -> dict[str, Any]:
     """The figures of the hand-written jobs and ``lakehouse backfill``, each a process of its
-    own (:func:`plain_process`, :func:`backfill_process`) over ``rows`` landing rows."""
+    own (:func:`plain_process`, :func:`backfill_process`) over ``rows`` landing rows, run in
+    interleaved pairs (:func:`interleaved`): medians, each pair's ratio, and their spread."""
+    from statistics import median
+
+    plain, cli = median(plain_seconds), median(cli_seconds)
+    pairs = [round(p / c, 3) for p, c in zip(plain_seconds, cli_seconds, strict=True)]
     return {
-        "plain_batch_process_seconds": round(plain_seconds, 2),
-        "cli_backfill_seconds": round(cli_seconds, 2),
-        "cli_backfill_ratio": round(plain_seconds / cli_seconds, 3),
-        "plain_batch_process_rows_per_s_per_core": round(rows / plain_seconds / CORES, 1),
-        "cli_backfill_rows_per_s_per_core": round(rows / cli_seconds / CORES, 1),
+        "process_runs": len(pairs),
+        "plain_batch_process_seconds": round(plain, 2),
+        "cli_backfill_seconds": round(cli, 2),
+        "cli_backfill_ratio": round(median(pairs), 3),
+        "cli_backfill_ratio_spread": [min(pairs), max(pairs)],
+        "cli_backfill_ratio_pairs": pairs,
+        "plain_batch_process_seconds_all": [round(s, 2) for s in plain_seconds],
+        "cli_backfill_seconds_all": [round(s, 2) for s in cli_seconds],
+        "plain_batch_process_rows_per_s_per_core": round(rows / plain / CORES, 1),
+        "cli_backfill_rows_per_s_per_core": round(rows / cli / CORES, 1),
     }
 
 

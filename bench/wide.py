@@ -38,6 +38,7 @@ from harness import (  # noqa: E402
     RESULTS,
     backfill_phases,
     backfill_process,
+    interleaved,
     local_spark,
     phases_per_layer,
     plain_process,
@@ -179,18 +180,17 @@ def answers(spark: SparkSession, silver: str, gold: tuple[str, ...]) -> dict[str
 
 
 def three_ways(
-    spark: SparkSession, work: Path, orders: int, files: int, *, processes: bool
+    spark: SparkSession, work: Path, orders: int, files: int, *, process_runs: int
 ) -> dict[str, Any]:
     """Land ``orders`` orders once and run the three ways on them in this session, and
-    (``processes``) ``lakehouse backfill`` and the hand-written jobs as processes of their own:
-    seconds, steps, lakes."""
+    ``process_runs`` interleaved pairs of ``lakehouse backfill`` and the hand-written jobs as
+    processes of their own, each on a lake of its own: seconds, steps, lakes."""
     source = Lake(str(work / "source"))
     landing = Path(source.landing("orders", "orders"))
     print(f"generating {orders:,} orders in {files} files ...", flush=True)
     record = land(spark, landing, orders, files)
-    names = ("backfill", "user-backfill", "plain-batch") + (
-        ("cli-backfill", "plain-process") if processes else ()
-    )
+    names = ("backfill", "user-backfill", "plain-batch")
+    names += tuple(f"{way}-{i}" for i in range(process_runs) for way in ("cli-backfill", "plain-process"))
     lakes = {name: Lake(str(work / name)) for name in names}
     for lake in lakes.values():
         share_landing(Path(source.root) / "landing", lake)
@@ -202,23 +202,29 @@ def three_ways(
     user = run_backfill(spark, lakes["user-backfill"], coordinated=True)
     run = {"landing": landing, "record": record, "lakes": lakes, "plain": plain, "backfill": backfill,
            "user": user}  # fmt: skip
-    if processes:
-        print("lakehouse backfill and the hand-written jobs as processes ...", flush=True)
-        run["plain_process"] = plain_process("orders", lakes["plain-process"].root)[0]
+    if process_runs:
+        print(
+            f"lakehouse backfill and the hand-written jobs as processes, {process_runs} pairs ...", flush=True
+        )
         day = (DAY.strftime("%Y-%m-%d"), (DAY + timedelta(days=1)).strftime("%Y-%m-%d"))
-        run["cli"] = backfill_process(lakes["cli-backfill"].root, "orders", *day)
+        run["plain_process"], run["cli"] = interleaved(
+            process_runs,
+            lambda i: plain_process("orders", lakes[f"plain-process-{i}"].root)[0],
+            lambda i: backfill_process(lakes[f"cli-backfill-{i}"].root, "orders", *day),
+        )
     return run
 
 
 def bench(
-    spark: SparkSession, work: Path, orders: int, files: int, *, warm_up: bool = True, processes: bool = True
+    spark: SparkSession, work: Path, orders: int, files: int, *, warm_up: bool = True, process_runs: int = 3
 ) -> dict[str, Any]:
-    """Run the three ways (and, ``processes``, the two as processes) on ``orders`` orders and
-    put the figures side by side; ``warm_up`` first runs the three in this session on a small
-    day (the first Spark jobs of a JVM are slow: whoever ran first would pay for the JIT)."""
+    """Run the three ways (and ``process_runs`` interleaved pairs of the two as processes) on
+    ``orders`` orders and put the figures side by side; ``warm_up`` first runs the three in this
+    session on a small day (the first Spark jobs of a JVM are slow: whoever ran first would pay
+    for the JIT). Every process run's tables are checked against the first's."""
     if warm_up:
-        three_ways(spark, work / "warm", max(1000, orders // 200), 2, processes=False)
-    run = three_ways(spark, work / "day", orders, files, processes=processes)
+        three_ways(spark, work / "warm", max(1000, orders // 200), 2, process_runs=0)
+    run = three_ways(spark, work / "day", orders, files, process_runs=process_runs)
     landing, record, lakes = run["landing"], run["record"], run["lakes"]
     (plain_s, plain_layers), (backfill_s, backfill_steps), (user_s, user_steps) = (
         run["plain"], run["backfill"], run["user"]
@@ -226,7 +232,7 @@ def bench(
     plain_root = Path(lakes["plain-batch"].root)
     rate = lambda seconds: round(orders / seconds / CORES, 1)  # noqa: E731
     platform = [("backfill", "backfill"), ("user_backfill", "user-backfill")]
-    platform += [("cli_backfill", "cli-backfill")] if processes else []
+    platform += [(f"cli_backfill-{i}", f"cli-backfill-{i}") for i in range(process_runs)]
     platform_answers = {
         name: answers(spark, lakes[lake].table("silver.orders"), tuple(lakes[lake].table(t) for t in GOLD))
         for name, lake in platform
@@ -234,9 +240,18 @@ def bench(
     plain_answers = {
         name: answers(spark, str(tables / "silver"), tuple(str(tables / t) for t in PLAIN_GOLD))
         for name, tables in [("plain_batch", plain_root / "batch-tables")]
-        + ([("plain_process", Path(lakes["plain-process"].root) / "batch-tables")] if processes else [])
+        + [
+            (f"plain_process-{i}", Path(lakes[f"plain-process-{i}"].root) / "batch-tables")
+            for i in range(process_runs)
+        ]
     }
-    as_processes = process_figures(run["plain_process"], run["cli"], orders) if processes else {}
+    every = {**plain_answers, **platform_answers}
+    as_processes: dict[str, Any] = {}
+    if process_runs:  # one answer per way: the first run's, if every run of that way agrees with it
+        for way in ("plain_process", "cli_backfill"):
+            runs = [every.pop(f"{way}-{i}") for i in range(process_runs)]
+            every[way] = runs[0] if all(r == runs[0] for r in runs) else {"runs_disagree": runs}
+        as_processes = process_figures(run["plain_process"], run["cli"], orders)
     return {
         "cores": CORES,
         "orders": orders,
@@ -256,7 +271,7 @@ def bench(
         "plain_batch_layers": {layer: round(spent, 3) for layer, spent in plain_layers.items()},
         "backfill_phases": phases_per_layer(backfill_steps, backfill_s),
         "user_backfill_phases": phases_per_layer(user_steps, user_s),
-        "answers": {**plain_answers, **platform_answers},
+        "answers": every,
         "load_average_1m": round(os.getloadavg()[0], 2),  # other work on the machine skews every figure
         "spark": spark.version,
         "measured_at": datetime.now(UTC).isoformat(timespec="seconds"),
@@ -281,7 +296,9 @@ def chart(results: dict[str, Any], path: Path) -> None:
         kinds += [
             ("plain_batch_process_rows_per_s_per_core", "plain batch jobs, a process", "#ddd"),
             ("cli_backfill_rows_per_s_per_core",
-             f"`lakehouse backfill`, a process ({results['cli_backfill_ratio']:.2f})", "#d4f4c4"),
+             f"`lakehouse backfill`, a process ({results['cli_backfill_ratio']:.2f}, median of "
+             f"{results['process_runs']}: {results['cli_backfill_ratio_spread'][0]:.2f}-"
+             f"{results['cli_backfill_ratio_spread'][1]:.2f})", "#d4f4c4"),
         ]  # fmt: skip
     for k, (key, label, color) in enumerate(kinds):
         left.bar(k, results[key], color=color, label=label)
@@ -301,9 +318,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--orders", type=int, default=5_000_000)
     parser.add_argument("--files", type=int, default=16)
     parser.add_argument("--out", type=Path, default=RESULTS, help="Directory of wide.json and wide.png.")
+    parser.add_argument("--process-runs", type=int, default=3,
+                        help="Interleaved pairs of `lakehouse backfill` and the hand-written jobs as processes.")  # fmt: skip
     args = parser.parse_args(argv)
     with local_spark("wide") as (spark, tmp):
-        results = bench(spark, tmp, args.orders, args.files)
+        results = bench(spark, tmp, args.orders, args.files, process_runs=args.process_runs)
     publish(results, args.out, "wide", chart)
     return results
 

@@ -42,6 +42,7 @@ from harness import (  # noqa: E402
     RESULTS,
     backfill_phases,
     backfill_process,
+    interleaved,
     local_spark,
     phases_per_layer,
     plain_process,
@@ -284,18 +285,18 @@ def percentile(values: list[float], q: float) -> float:
 
 # ---------------------------------------------------------------------- the run
 def regime(
-    spark: SparkSession, work: Path, events: int, files: int, *, processes: bool = True
+    spark: SparkSession, work: Path, events: int, files: int, *, process_runs: int = 3
 ) -> dict[str, Any]:
     """One day of ``events`` in ``files`` files, run on copies of the same landing zone: the
     platform's streams and the hand-written ones (one file per micro-batch), the platform's
     backfill (the library call, and as users run it: coordinated) and the hand-written batch
-    jobs, in this session; then ``lakehouse backfill`` and the hand-written jobs as processes of
-    their own, each with its session's start (``processes``). Rows per second per core, ratios,
-    gold's answer."""
+    jobs, in this session; then ``process_runs`` interleaved pairs of ``lakehouse backfill`` and
+    the hand-written jobs as processes of their own, each with its session's start and a lake of
+    its own. Rows per second per core, ratios, gold's answer (every run's)."""
     source = Lake(str(work / "source"))
     land_day(source, events, files)
     names = ("platform", "plain", "backfill", "user-backfill", "plain-batch")
-    names += ("cli-backfill", "plain-process") if processes else ()
+    names += tuple(f"{way}-{i}" for i in range(process_runs) for way in ("cli-backfill", "plain-process"))
     lakes = {name: Lake(str(work / name)) for name in names}
     for lake in lakes.values():
         copy_landing(source, lake)
@@ -308,19 +309,28 @@ def regime(
     user_backfill_s, user_backfill_steps = run_user_backfill(spark, lakes["user-backfill"])
     rate = lambda seconds: round(events / seconds / CORES, 1)  # noqa: E731
     as_processes: dict[str, Any] = {}
-    if processes:
+    if process_runs:
         print(
-            f"{events:,} events in {files} files: lakehouse backfill and batch jobs as processes", flush=True
-        )
-        plain_process_s, _ = plain_process("ysb", lakes["plain-process"].root)
+            f"{events:,} events in {files} files: lakehouse backfill and batch jobs as processes, "
+            f"{process_runs} pairs", flush=True,
+        )  # fmt: skip
         day = (DAY.strftime("%Y-%m-%d"), (DAY + timedelta(days=1)).strftime("%Y-%m-%d"))
-        cli_s = backfill_process(lakes["cli-backfill"].root, "ysb", *day)
-        plain_gold = str(Path(lakes["plain-process"].root) / "batch-tables" / "gold")
+        plain_process_s, cli_s = interleaved(
+            process_runs,
+            lambda i: plain_process("ysb", lakes[f"plain-process-{i}"].root)[0],
+            lambda i: backfill_process(lakes[f"cli-backfill-{i}"].root, "ysb", *day),
+        )
+        runs = range(process_runs)
         as_processes = {
             **process_figures(plain_process_s, cli_s, events),
-            "gold_views_as_processes": {
-                "cli_backfill": gold_views(spark, lakes["cli-backfill"].table("gold.campaign_windows")),
-                "plain_process": gold_views(spark, plain_gold),
+            "gold_views_as_processes": {  # every run's
+                "cli_backfill": [
+                    gold_views(spark, lakes[f"cli-backfill-{i}"].table("gold.campaign_windows")) for i in runs
+                ],
+                "plain_process": [
+                    gold_views(spark, str(Path(lakes[f"plain-process-{i}"].root) / "batch-tables" / "gold"))
+                    for i in runs
+                ],
             },
         }
     return {
@@ -375,12 +385,12 @@ def bench(
     throughput_events: int = 0,
     throughput_files: int = 16,
     warm_up: bool = True,
-    processes: bool = True,
+    process_runs: int = 3,
 ) -> dict[str, Any]:
     """Both regimes (many small batches; ``throughput_events`` in large files, if any) and the
     freshness probes; ``warm_up`` first runs both implementations once on a small day (JIT and
-    caches: the first Spark jobs of a JVM are slow); ``processes``: also ``lakehouse backfill``
-    and the hand-written jobs as processes of their own."""
+    caches: the first Spark jobs of a JVM are slow); ``process_runs``: interleaved pairs of
+    ``lakehouse backfill`` and the hand-written jobs as processes of their own (0: none)."""
     if warm_up:
         warm = Lake(str(work / "warm"))
         land_day(warm, max(1000, events // 100), 2, seed=2)
@@ -388,11 +398,11 @@ def bench(
         run_plain(spark, Path(warm.root))
     results: dict[str, Any] = {
         "cores": CORES,
-        **regime(spark, work / "small", events, files, processes=processes),
+        **regime(spark, work / "small", events, files, process_runs=process_runs),
     }
     if throughput_events:
         results["throughput"] = regime(
-            spark, work / "large", throughput_events, throughput_files, processes=processes
+            spark, work / "large", throughput_events, throughput_files, process_runs=process_runs
         )
     print(f"freshness: {probes} probes ...", flush=True)
     latencies = freshness(spark, Lake(str(work / "fresh")), probes, interval)
@@ -445,7 +455,12 @@ def chart(results: dict[str, Any], path: Path) -> None:
     ticks = [
         f"{name}\n{f['events']:,} events\nstream {f['ratio']:.2f}, batch {f['backfill_ratio']:.2f}"
         f" / {f['user_backfill_ratio']:.2f}"
-        + (f"\nas processes {f['cli_backfill_ratio']:.2f}" if "cli_backfill_ratio" in f else "")
+        + (
+            f"\nas processes {f['cli_backfill_ratio']:.2f} ({f['cli_backfill_ratio_spread'][0]:.2f}-"
+            f"{f['cli_backfill_ratio_spread'][1]:.2f})"
+            if "cli_backfill_ratio" in f
+            else ""
+        )
         for name, f in regimes
     ]
     left.set_xticks([r + 0.4 - width / 2 for r in range(len(regimes))], ticks)
@@ -476,10 +491,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--throughput-files", type=int, default=16)
     parser.add_argument("--interval", default="0 seconds", help="Trigger interval of the freshness run.")
     parser.add_argument("--out", type=Path, default=RESULTS, help="Directory of latest.json and latest.png.")
+    parser.add_argument("--process-runs", type=int, default=3,
+                        help="Interleaved pairs of `lakehouse backfill` and the hand-written jobs as processes.")  # fmt: skip
     args = parser.parse_args(argv)
     with local_spark("ysb") as (spark, tmp):
         results = bench(spark, tmp, args.events, args.files, args.probes, args.interval,
-                        args.throughput_events, args.throughput_files)  # fmt: skip
+                        args.throughput_events, args.throughput_files, process_runs=args.process_runs)  # fmt: skip
     publish(results, args.out, "latest", chart, unprinted=("freshness_s", "plain_freshness_s"))
     return results
 

@@ -22,7 +22,7 @@ def test_ysb_bench_writes_sane_figures_and_a_chart(spark, bench_script, tmp_path
     # (`lakehouse backfill` and the hand-written jobs as processes: test_wide.py, the same harness)
     results = ysb.bench(
         spark, tmp_path / "work", events=3000, files=3, probes=2, interval="0 seconds", warm_up=False,
-        processes=False,
+        process_runs=0,
     )  # fmt: skip
     ysb.chart(results, tmp_path / "latest.png")
     (tmp_path / "latest.json").write_text(json.dumps(results))
