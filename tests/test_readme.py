@@ -32,6 +32,30 @@ def test_readme_names_the_two_commands_and_ci_runs_the_test_one() -> None:
     assert "make test" in (REPO / ".ci/run").read_text()
 
 
+def test_the_ysb_figures_the_readme_quotes_are_the_committed_results() -> None:
+    """The README's YSB bullet quotes bench/results/latest.json (make bench writes it), not a
+    number typed from memory: each figure below, found in the bullet, equals the file's."""
+    import json
+
+    results = json.loads((REPO / "bench" / "results" / "latest.json").read_text())
+    small, large = results, results["throughput"]
+    [bullet] = [b for b in README.split("\n- ") if b.startswith("YSB-style workload")]
+    bullet = " ".join(bullet.split())
+    quoted = {
+        "streams": f"streams {small['ratio']:.2f} / {large['ratio']:.2f}",
+        "as processes": f"**{small['cli_backfill_ratio']:.2f} / {large['cli_backfill_ratio']:.2f}**",
+        "small seconds": f"({small['cli_backfill_seconds']:.1f} s against {small['plain_batch_process_seconds']:.1f};",
+        "large seconds": f"{large['cli_backfill_seconds']:.1f} against {large['plain_batch_process_seconds']:.1f})",
+        "pairs": f"median of {small['process_runs']}",
+        "backfill": f"backfill alone {small['backfill_ratio']:.2f} / {large['backfill_ratio']:.2f}",
+        "coordinated": f"coordinated {small['user_backfill_ratio']:.2f} / {large['user_backfill_ratio']:.2f}",
+        "freshness": f"{small['freshness_p50_s']:.2f} s (p50; p95 {small['freshness_p95_s']:.2f} s)",
+        "floor's freshness": f"{small['plain_freshness_p50_s']:.2f} s ({small['plain_freshness_p95_s']:.2f} s)",
+    }
+    missing = {what: text for what, text in quoted.items() if text not in bullet}
+    assert not missing, f"the README's YSB bullet does not quote latest.json: {missing}"
+
+
 @pytest.mark.slow
 def test_add_a_pipeline_example_runs_as_written(tmp_path: Path, cli_env: dict[str, str]) -> None:
     files = readme_files()
