@@ -44,6 +44,14 @@ for variable in ("COLUMNS", "LINES"):
 # modules in one session: 137-138 CPU-s with it instead of 142-146 with G1, two runs each).
 TEST_GC = "-XX:+UseSerialGC"
 os.environ.setdefault("LAKEHOUSE_DRIVER_JAVA_OPTIONS", f"-XX:TieredStopAtLevel=1 {TEST_GC}")
+# The worker's session JVM keeps C2 (C1 alone: 256 s instead of 200 for two session-heavy modules,
+# 330 CPU-s instead of 253), but spent 108 of its 253 CPU-s compiling 64,691 methods: C2 only for
+# methods four times as hot as HotSpot's defaults took 81 s of compiling, 233 CPU-s in all, the same
+# wall time (test_coordination + test_history alone on 2 cores, JFR, 2026-12-07).
+SESSION_JIT = (
+    "-XX:Tier4InvocationThreshold=20000 -XX:Tier4MinInvocationThreshold=2400 "
+    "-XX:Tier4CompileThreshold=60000 -XX:Tier4BackEdgeThreshold=160000"
+)
 # Tests move hundreds of rows per batch, where generating and compiling Java for every plan costs
 # more than it saves: interpreted expressions, no whole-stage code generation and no adaptive
 # re-planning took the SCD batch test from 123 CPU-s to 83 (69 s wall to 49, three interleaved
@@ -369,7 +377,7 @@ def spark_settings(tmp_path_factory: pytest.TempPathFactory) -> Settings:
         # one JVM serves the whole run (hundreds of Delta tables, streams, MERGEs): the default
         # 1g heap ran out late in a full run ("Not enough memory to build and broadcast")
         spark_conf={"spark.driver.memory": "3g", **json.loads(os.environ["LAKEHOUSE_SPARK_CONF"])},
-        driver_java_options=TEST_GC,
+        driver_java_options=f"{TEST_GC} {SESSION_JIT}",
         s3a_connector=True,  # the worker's one session also serves the object-store tests
     )
 

@@ -6,6 +6,8 @@
   allow-list of parsed statements before analysis, and a check of every analyzed plan);
 - ``lakehouse.state.S3ConditionalLogStore`` (``state/java``): Delta commits on ``s3a://`` as
   conditional creates, safe with several writing JVMs (see :mod:`lakehouse.state.session`);
+- ``lakehouse.state.ForklessLocalFs`` (``state/java``): Hadoop's local file system
+  without a ``chmod`` or ``readlink`` process per created or renamed file;
 - ``lakehouse.sources.UnknownJsonKeys`` (``sources/java``): a line's keys outside a schema, if it
   holds exactly one JSON object (see :mod:`lakehouse.sources.parse`).
 """

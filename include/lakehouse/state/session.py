@@ -33,6 +33,13 @@ POLLING_DELAY = "100ms"  # spark.sql.streaming.pollingDelay, see spark_conf
 # each other's commit: Delta's default S3 store is safe only with every writer in one JVM.
 S3A_LOG_STORE = "lakehouse.state.S3ConditionalLogStore"
 PLATFORM_JAR = "lakehouse-serving.jar"  # the platform's own Java (lakehouse.serving.jvm builds it)
+# Hadoop's local file system runs `chmod` for each file it creates and `readlink` twice per rename
+# (pyspark ships no native library): four to six processes per checkpoint file or Delta commit,
+# about 35 a second in a test session. The platform's (include/lakehouse/state/java) does both in
+# the JVM and leaves the rest to Hadoop. For the FileContext API only (Spark's checkpoints and state
+# stores, Delta's log on local paths): spark-submit resolves --jars through the FileSystem API before
+# it loads them, so `fs.file.impl` cannot name a class of theirs.
+LOCAL_FILE_CONTEXT = "lakehouse.state.ForklessLocalFs"
 
 
 class MissingJarsError(UsageError):
@@ -108,6 +115,8 @@ def spark_conf(settings: Settings) -> dict[str, str]:
     }
     if settings.loads_s3a:
         conf["spark.delta.logStore.s3a.impl"] = S3A_LOG_STORE
+    if (settings.jars_dir / PLATFORM_JAR).is_file():
+        conf["spark.hadoop.fs.AbstractFileSystem.file.impl"] = LOCAL_FILE_CONTEXT
     if settings.bind_host:  # drivers listen on loopback unless told otherwise
         conf["spark.driver.host"] = settings.bind_host
         conf["spark.driver.bindAddress"] = settings.bind_host

@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 import pandas as pd
@@ -12,6 +14,7 @@ import pytest
 
 from lakehouse.core.config import Settings
 from lakehouse.state.session import (
+    LOCAL_FILE_CONTEXT,
     POLLING_DELAY,
     S3A_LOG_STORE,
     MissingJarsError,
@@ -130,3 +133,121 @@ def test_a_local_master_gets_the_task_slots_a_real_time_lane_holds_and_others_st
     assert with_more_slots("local[2,4]", 1) == "local[3,4]"  # its task retries kept
     assert with_more_slots("local[2]", 0) == "local[2]"
     assert with_more_slots("spark://master:7077", 2) == "spark://master:7077"  # the executors' cores decide
+
+
+def _process_starts(spark, work: Callable[[], None], marker: str) -> list[str]:
+    """The commands this session's JVM started while ``work`` ran whose command line names
+    ``marker``, as the JVM's own flight recorder saw them (an oracle independent of Hadoop)."""
+    jvm = spark.sparkContext._jvm  # noqa: SLF001
+    recording = jvm.jdk.jfr.Recording()
+    recording.enable("jdk.ProcessStart")
+    recording.start()
+    try:
+        work()
+    finally:
+        recording.stop()
+    with tempfile.TemporaryDirectory() as folder:
+        dump = jvm.java.io.File(f"{folder}/starts.jfr").toPath()
+        recording.dump(dump)
+        recording.close()
+        events = jvm.jdk.jfr.consumer.RecordingFile.readAllEvents(dump)
+    commands = [str(event.getString("command")) for event in events]
+    return [command for command in commands if marker in command]
+
+
+HADOOPS_LOCAL_FILE_CONTEXT = "org.apache.hadoop.fs.local.LocalFs"
+
+
+def test_checkpoints_and_delta_commits_on_local_paths_start_no_process(spark, tmp_path: Path) -> None:
+    """Hadoop's local FileContext runs `readlink` twice per rename and `chmod` per created file
+    (no native library in pyspark); the platform's does both in the JVM. A stream's checkpoint
+    and Delta's log start none, while Hadoop's own, on the same work, does."""
+    conf = spark.sparkContext._jsc.hadoopConfiguration()  # noqa: SLF001
+    assert conf.get("fs.AbstractFileSystem.file.impl") == LOCAL_FILE_CONTEXT
+
+    def stream_and_commit(root: Path) -> None:
+        spark.range(3).write.format("delta").save(str(root / "source"))
+        query = (
+            spark.readStream.format("delta")
+            .load(str(root / "source"))
+            .writeStream.format("delta")
+            .option("checkpointLocation", str(root / "checkpoint"))
+            .trigger(availableNow=True)
+            .start(str(root / "sink"))
+        )
+        query.awaitTermination(120)
+        assert spark.read.format("delta").load(str(root / "sink")).count() == 3
+
+    ours = _process_starts(spark, lambda: stream_and_commit(tmp_path / "ours"), str(tmp_path))
+    assert [command for command in ours if command.startswith("readlink")] == []
+    assert [command for command in ours if "/_delta_log/0" in command or "/checkpoint" in command] == []
+    # what is left: `chmod` of data files and folders (the FileSystem API, see LOCAL_FILE_CONTEXT)
+    assert {command.split()[0] for command in ours} <= {"chmod"}, ours
+
+    conf.set("fs.AbstractFileSystem.file.impl", HADOOPS_LOCAL_FILE_CONTEXT)
+    try:
+        hadoops = _process_starts(spark, lambda: stream_and_commit(tmp_path / "hadoops"), str(tmp_path))
+    finally:
+        conf.set("fs.AbstractFileSystem.file.impl", LOCAL_FILE_CONTEXT)
+    assert any(command.startswith("readlink") for command in hadoops), hadoops  # the oracle sees them
+
+
+def test_the_local_file_context_answers_as_hadoops_own(spark, tmp_path: Path) -> None:
+    """Permissions, link status and put-if-absent renames as Hadoop's own local FileContext
+    answers them, on the same files (and the permission bits as the operating system reads them)."""
+    jvm = spark.sparkContext._jvm  # noqa: SLF001
+    gateway = spark.sparkContext._gateway  # noqa: SLF001
+    hadoop = jvm.org.apache.hadoop
+    contexts = {}
+    for name, implementation in (("ours", LOCAL_FILE_CONTEXT), ("hadoops", HADOOPS_LOCAL_FILE_CONTEXT)):
+        conf = hadoop.conf.Configuration(spark.sparkContext._jsc.hadoopConfiguration())  # noqa: SLF001
+        conf.set("fs.AbstractFileSystem.file.impl", implementation)
+        contexts[name] = hadoop.fs.FileContext.getFileContext(jvm.java.net.URI("file:///"), conf)
+    assert contexts["ours"].getDefaultFileSystem().getClass().getName() == LOCAL_FILE_CONTEXT
+    no_replace = gateway.new_array(hadoop.fs.Options.Rename, 1)
+    no_replace[0] = hadoop.fs.Options.Rename.NONE
+
+    def answers(name: str) -> dict[str, object]:
+        context, folder = contexts[name], tmp_path / name
+        folder.mkdir()
+
+        def path(file: str) -> object:
+            return hadoop.fs.Path(f"file://{folder / file}")
+
+        def link_status(file: str) -> tuple[bool, int] | str:
+            try:
+                status = context.getFileLinkStatus(path(file))
+            except Exception as error:  # the exception's class is the answer
+                return str(error).split(":", 2)[1].strip().rsplit(".", 1)[-1]
+            return status.isSymlink(), status.getLen()
+
+        (folder / "file").write_text("x")
+        context.setPermission(path("file"), hadoop.fs.permission.FsPermission(jvm.java.lang.Short(0o640)))
+        created = context.create(
+            path("created"),
+            jvm.java.util.EnumSet.of(hadoop.fs.CreateFlag.CREATE),
+            gateway.new_array(hadoop.fs.Options.CreateOpts, 0),
+        )
+        created.close()
+        (folder / "link").symlink_to(folder / "file")
+        (folder / "other").write_text("yy")
+        try:
+            context.rename(path("other"), path("file"), no_replace)
+            replaced = "replaced"
+        except Exception as error:
+            replaced = "FileAlreadyExistsException" in str(error) and "refused"
+        context.rename(path("other"), path("renamed"), no_replace)
+        return {
+            "chmod": oct((folder / "file").stat().st_mode & 0o7777),
+            "created": oct((folder / "created").stat().st_mode & 0o7777),
+            "file": link_status("file"),
+            "link": link_status("link"),
+            "absent": link_status("absent"),
+            "onto an existing file": replaced,
+            "contents": {f.name: f.read_text() for f in sorted(folder.iterdir()) if not f.is_symlink()},
+        }
+
+    ours = answers("ours")
+    assert ours["chmod"] == "0o640" and ours["created"] == "0o644"  # 0666 less Hadoop's umask 022
+    assert ours["onto an existing file"] == "refused" and ours["absent"] == "FileNotFoundException"
+    assert ours == answers("hadoops")
