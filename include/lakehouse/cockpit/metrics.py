@@ -5,7 +5,7 @@ scrape = one read of the ops tables. Per flow (labels ``pipeline``, ``flow``): s
 one-hot gauge, heartbeat age, event-time lag, rates, backlog, batch duration, state size, late
 drops and duplicates of the last hour, the model version a scored flow uses; per table
 (``pipeline``, ``table``): rows, Delta version, quarantined rows, failed expectations of the latest
-table check; per pipeline that cannot be loaded, ``lakehouse_pipeline_not_loaded`` (1).
+table check, the freshness objective, lag and whether it is missed; per pipeline that cannot be loaded, ``lakehouse_pipeline_not_loaded`` (1).
 """
 
 from __future__ import annotations
@@ -83,6 +83,24 @@ class OverviewCollector:
                 labels=["pipeline", "table"],
             ),
         }
+        freshness = {
+            "lag": GaugeMetricFamily(
+                "lakehouse_table_freshness_lag_seconds",
+                "Seconds between now and the newest event time (or arrival) the table committed, "
+                "as the monitor last measured it; tables with a freshness objective.",
+                labels=["pipeline", "table"],
+            ),
+            "objective": GaugeMetricFamily(
+                "lakehouse_table_freshness_objective_seconds",
+                "The table's freshness objective: the lag it may not exceed.",
+                labels=["pipeline", "table"],
+            ),
+            "missed": GaugeMetricFamily(
+                "lakehouse_table_freshness_missed",
+                "1 while the table's freshness lag exceeds its objective, else 0.",
+                labels=["pipeline", "table"],
+            ),
+        }
         for pipeline in self.overview["pipelines"]:
             for flow in pipeline["flows"]:
                 labels = [pipeline["name"], flow["flow"]]
@@ -97,6 +115,11 @@ class OverviewCollector:
                         table_gauges[name].add_metric(labels, float(table[name]))
                 if flow.get("quality"):
                     table_gauges["quality_failures"].add_metric(labels, float(len(flow["quality"]["failed"])))
+                if objective := flow.get("freshness"):
+                    freshness["objective"].add_metric(labels, objective["max_lag_s"])
+                    if objective["lag_s"] is not None:
+                        freshness["lag"].add_metric(labels, float(objective["lag_s"]))
+                        freshness["missed"].add_metric(labels, 1.0 if objective["state"] == "missed" else 0.0)
                 if (model := flow.get("model")) and model["version"] is not None:
                     model_version.add_metric([*labels, model["name"]], float(model["version"]))
         lane_up = GaugeMetricFamily(
@@ -161,6 +184,7 @@ class OverviewCollector:
         yield from gauges.values()
         yield model_version
         yield from table_gauges.values()
+        yield from freshness.values()
         yield lane_up
         yield from lane_gauges.values()
         yield lane_records

@@ -22,12 +22,14 @@ from lakehouse import __version__
 from lakehouse.core.lake import Lake
 from lakehouse.models.store import ModelStore
 from lakehouse.monitoring.alerts import AlertLog
+from lakehouse.monitoring.freshness import FreshnessLog
 from lakehouse.monitoring.ops_tables import exists, rs_table
 from lakehouse.monitoring.progress import PHASES, ProgressLog
 from lakehouse.monitoring.status import CODE_HISTORY, code_of, code_versions, table_stats
 from lakehouse.orchestration import operations
 from lakehouse.quality.results import QualityLog
 from lakehouse.serving.status import endpoints
+from lakehouse.spec.durations import parse_duration
 from lakehouse.spec.table import QUARANTINE_REASONS as FAILED
 from lakehouse.state.control import FlowControl
 
@@ -160,6 +162,37 @@ def _flow(
     }
 
 
+def _freshness(table: Table, readings: pl.DataFrame, now: datetime) -> dict[str, Any] | None:
+    """A table's freshness objective as of now (the lag from the newest data the monitor last
+    measured) and the monitor's readings over the range; None without an objective."""
+    objective = table.freshness_objective
+    if objective is None:
+        return None
+    mine = readings.filter(pl.col("table_name") == table.name).sort("measured_at")
+    max_lag_s = parse_duration(objective.max_lag, f"{table.name} freshness").total_seconds()
+    last = mine.row(-1, named=True) if mine.height else None
+    lag_s = _age(now, last["newest"]) if last else None
+    state = (
+        "unmeasured"
+        if last is None
+        else "no data"
+        if lag_s is None
+        else "missed"
+        if lag_s > max_lag_s
+        else "met"
+    )
+    return {
+        "objective": str(objective),
+        "max_lag_s": max_lag_s,
+        "lag_s": lag_s,
+        "state": state,
+        "measured_at": _iso(last["measured_at"]) if last else None,
+        "upstream": last["upstream"] if last else None,
+        "behind_upstream_s": last["behind_upstream_s"] if last else None,
+        "history": {"t": [_iso(t) for t in mine["measured_at"].to_list()], "lag_s": mine["lag_s"].to_list()},
+    }
+
+
 class Reads:
     """The ops tables, each read once per answer (the progress table for a bounded range only)."""
 
@@ -169,6 +202,7 @@ class Reads:
         self.history = self.progress.read(since=since)
         self.results = QualityLog(self.lake).read()
         self.alerts = AlertLog(self.lake).read()
+        self.freshness = FreshnessLog(self.lake).read(since=since)
         self.aliases = {(m.name, m.alias): m.version for m in ModelStore(self.lake).moves()}
 
 
@@ -178,6 +212,7 @@ def _summary(settings: Settings, pipeline: Pipeline, reads: Reads, now: datetime
     heartbeats = {r["flow"]: r["heartbeat"] for r in reads.progress.latest(mine).iter_rows(named=True)}
     counts = _recent_counts(mine, pipeline.name, now - RECENT)
     verdicts = _verdicts(reads.results, pipeline.name)
+    freshness = reads.freshness.filter(pl.col("pipeline") == pipeline.name)
     flows = []
     replayable = pipeline.replayable_tables()
     for table in pipeline.ordered():
@@ -196,6 +231,7 @@ def _summary(settings: Settings, pipeline: Pipeline, reads: Reads, now: datetime
             for name, lane in healths[table.name].figures.get("lanes", {}).items()
         }
         flow["quality"] = verdicts.get(table.name)
+        flow["freshness"] = _freshness(table, freshness, now)
         flow["replayable"] = table in replayable
         if table.model is not None:  # the version the flow scores with now
             model = pipeline.model(table.model)

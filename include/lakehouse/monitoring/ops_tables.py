@@ -25,7 +25,13 @@ if TYPE_CHECKING:
 PROGRESS_TABLE = "ops.stream_progress"
 RESULTS_TABLE = "ops.quality_results"
 ALERTS_TABLE = "ops.alerts"
-OPS_TABLES = {PROGRESS_TABLE: "recorded_at", RESULTS_TABLE: "recorded_at", ALERTS_TABLE: "raised_at"}
+FRESHNESS_TABLE = "ops.freshness"
+OPS_TABLES = {
+    PROGRESS_TABLE: "recorded_at",
+    RESULTS_TABLE: "recorded_at",
+    ALERTS_TABLE: "raised_at",
+    FRESHNESS_TABLE: "measured_at",
+}
 
 
 def rs_uri(path: str) -> str:

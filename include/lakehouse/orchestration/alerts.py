@@ -78,8 +78,29 @@ def on_failure(context: Any) -> None:
         log.exception("could not send the alert through connection %r", conf.alert_conn_id)
 
 
-def notify(conf: Settings, context: Any, message: str) -> str | None:
-    """Send the alert through ``conf.alert_conn_id``; how it went (None: no such connection)."""
+def on_recovery(conf: Settings, context: Any, message: str) -> None:
+    """What was alerted is fine again (a freshness objective met after it was missed): one
+    ``ops.alerts`` row and a notification, through the same connection, saying so."""
+    from lakehouse.monitoring.alerts import AlertLog  # deferred: DAG files parse without pyarrow
+
+    ti = context["ti"]
+    log.info("RECOVERED %s.%s (run %s): %s", ti.dag_id, ti.task_id, ti.run_id, message)
+    try:
+        AlertLog(Lake.from_settings(conf)).append(
+            dag_id=ti.dag_id, task_id=ti.task_id, run_id=ti.run_id, try_number=ti.try_number,
+            message=f"recovered: {message}",
+        )  # fmt: skip
+    except Exception:
+        log.exception("could not record the recovery in ops.alerts")
+    try:
+        notify(conf, context, message, subject=f"[lakehouse] {ti.dag_id}: recovered")
+    except Exception:
+        log.exception("could not send the recovery through connection %r", conf.alert_conn_id)
+
+
+def notify(conf: Settings, context: Any, message: str, subject: str | None = None) -> str | None:
+    """Send the alert through ``conf.alert_conn_id``; how it went (None: no such connection).
+    ``subject``: the first line (default: the task failed)."""
     from airflow.sdk import BaseHook
     from airflow.sdk.exceptions import AirflowNotFoundException
 
@@ -93,13 +114,13 @@ def notify(conf: Settings, context: Any, message: str) -> str | None:
     ti = context["ti"]
     base = airflow_conf.get("api", "base_url", fallback="") or ""
     run_url = f"{base.rstrip('/')}/dags/{quote(ti.dag_id)}/runs/{quote(ti.run_id, safe='')}"
-    subject = f"[lakehouse] {ti.dag_id}.{ti.task_id} failed"
+    subject = subject or f"[lakehouse] {ti.dag_id}.{ti.task_id} failed"
     extra = conn.extra_dejson
     if conn.conn_type in ("smtp", "email"):
         from airflow.providers.smtp.notifications.smtp import SmtpNotifier
 
         html = (
-            f"<p><b>{_html(ti.dag_id)}.{_html(ti.task_id)}</b> failed (run {_html(ti.run_id)}, "
+            f"<p><b>{_html(subject)}</b>: {_html(ti.dag_id)}.{_html(ti.task_id)} (run {_html(ti.run_id)}, "
             f'try {ti.try_number}): <a href="{_html(run_url)}">{_html(run_url)}</a></p><pre>{_html(message[:5000])}</pre>'
         )
         SmtpNotifier(

@@ -29,9 +29,11 @@ import polars as pl
 from lakehouse.core.errors import OperationFailed
 from lakehouse.core.lake import Lake
 from lakehouse.core.processes import Proc, terminate
+from lakehouse.monitoring.freshness import FreshnessLog, measure, recovered
 from lakehouse.monitoring.health import FlowHealth, evaluate
 from lakehouse.monitoring.ops_tables import exists
 from lakehouse.monitoring.progress import ProgressLog, lanes
+from lakehouse.orchestration.alerts import on_recovery
 from lakehouse.orchestration.submit import (
     SPARK_CONN_ID,
     driver_spec,
@@ -433,7 +435,7 @@ def health(
                 recent_errors=_errors(history, table.name, since),
                 restarts_used=len(control.restarts(table.name, since=since)),
                 restart_budget=pipeline.restart_budget,
-                freshness=parse_duration(table.freshness, f"{table.name} freshness"),
+                freshness=parse_duration(table.heartbeat_limit, f"{table.name} freshness"),
                 now=now,
                 figures={k: row.get(k) for k in FIGURES},
                 skew=control.skew,
@@ -441,6 +443,26 @@ def health(
         )
         results[-1].figures["lanes"] = beside.get(table.name, {})
     return results
+
+
+def check_freshness(
+    settings: Settings, pipeline: Pipeline, context: Any, now: datetime | None = None
+) -> list[str]:
+    """Measure every freshness objective of ``pipeline`` (streamed tables and tables only
+    backfills and incremental runs fill alike: the monitor runs either way), record the readings
+    in ``ops.freshness``, notify the objectives met again after a miss (``context``: the Airflow
+    task's); the missed ones, one line each, which fail the monitor's run so that they alert as a
+    stale flow does."""
+    lake = Lake.from_settings(settings)
+    history = FreshnessLog(lake)
+    previous = history.latest(pipeline.name)
+    readings = measure(lake, pipeline, now)
+    history.record(pipeline.name, readings)
+    for reading in readings:
+        log.log(logging.ERROR if reading.state == "missed" else logging.INFO, "%s", reading.message)
+    for reading in recovered(previous, pipeline.name, readings):
+        on_recovery(settings, context, reading.message)
+    return [reading.message for reading in readings if reading.state == "missed"]
 
 
 def starting_flows(

@@ -220,7 +220,7 @@ def _from_spec(pipeline: Pipeline, table: Table) -> dict[str, Any]:
         "event_time": table.event_time,
         "watermark": table.watermark,
         "window": table.write.window_label,
-        "freshness": table.freshness,
+        "freshness": str(table.freshness_objective or table.heartbeat_limit),
         "source": table.source.kind if table.source else None,
         "upstreams": table.upstream_names,
         "downstreams": tuple(t.name for t in pipeline.downstream(table.name)),

@@ -20,12 +20,14 @@ wrong, where, and how to fix it, never halfway through a stream.
 ``models``         ``Model``: a model trained from a table, scoring another
 ``pipeline``       ``Pipeline``: the graph of tables, checked as a whole
 ``expectations``   ``gxe``: Great Expectations declared by name (also ``lakehouse.quality.gxe``)
+``freshness``      ``Freshness``: an objective on how fresh a table's data is
 ``durations``      ``SpecError`` and the ``"10 minutes"`` duration syntax
 =================  =====================================================================
 """
 
 from lakehouse.spec.durations import SpecError, parse_duration
 from lakehouse.spec.expectations import Expectation, gxe
+from lakehouse.spec.freshness import Freshness
 from lakehouse.spec.kinds import ApplyChanges, Ingest, MaterializedView, RealtimeFlow, StreamingTable
 from lakehouse.spec.models import Model
 from lakehouse.spec.modes import (
@@ -67,6 +69,7 @@ __all__ = [
     "CsvFiles",
     "DeltaTable",
     "Expectation",
+    "Freshness",
     "Ingest",
     "JsonFiles",
     "KafkaSink",

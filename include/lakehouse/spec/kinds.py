@@ -23,8 +23,9 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from lakehouse.spec.expectations import Expectation
+from lakehouse.spec.freshness import DEFAULT_FRESHNESS, Freshness
 from lakehouse.spec.modes import Append, ChangeMode, Recompute, WriteMode
-from lakehouse.spec.table import DEFAULT_FRESHNESS, State, Table, TransformRef, Upstream
+from lakehouse.spec.table import State, Table, TransformRef, Upstream
 
 if TYPE_CHECKING:
     from lakehouse.spec.sinks import KafkaSink
@@ -43,7 +44,7 @@ def Ingest(
     transform: TransformRef | None = None,
     partition_by: Names = (),
     description: str = "",
-    freshness: str = DEFAULT_FRESHNESS,
+    freshness: str | Freshness = DEFAULT_FRESHNESS,
     expectations: Expectations = (),
     checks: Expectations = (),
     stats_columns: Names | None = None,
@@ -84,7 +85,7 @@ def StreamingTable(
     model: str | None = None,
     partition_by: Names = (),
     description: str = "",
-    freshness: str = DEFAULT_FRESHNESS,
+    freshness: str | Freshness = DEFAULT_FRESHNESS,
     expectations: Expectations = (),
     checks: Expectations = (),
     stats_columns: Names | None = None,
@@ -129,7 +130,7 @@ def ApplyChanges(
     lookups: Names = (),
     partition_by: Names = (),
     description: str = "",
-    freshness: str = DEFAULT_FRESHNESS,
+    freshness: str | Freshness = DEFAULT_FRESHNESS,
     expectations: Expectations = (),
     checks: Expectations = (),
     stats_columns: Names | None = None,
@@ -166,7 +167,7 @@ def MaterializedView(
     event_time: str | None = None,
     partition_by: Names = (),
     description: str = "",
-    freshness: str = DEFAULT_FRESHNESS,
+    freshness: str | Freshness = DEFAULT_FRESHNESS,
     expectations: Expectations = (),
     checks: Expectations = (),
     stats_columns: Names | None = None,
@@ -200,7 +201,7 @@ def RealtimeFlow(
     transform: TransformRef | None = None,
     where: str | None = None,
     description: str = "",
-    freshness: str = DEFAULT_FRESHNESS,
+    freshness: str | Freshness = DEFAULT_FRESHNESS,
     expectations: Expectations = (),
     checks: Expectations = (),
 ) -> Table:

@@ -10,6 +10,7 @@ from attrs import field, frozen
 
 from lakehouse.spec.durations import ADDED_LATER, NAME, SpecError, optional_duration, parse_duration
 from lakehouse.spec.expectations import Expectation, problems
+from lakehouse.spec.freshness import DEFAULT_FRESHNESS, Freshness
 from lakehouse.spec.modes import Append, OutputMode, WriteMode
 from lakehouse.spec.sources import ARRIVAL_TIME, INGESTED_AT, PARSE_ERROR, Source, names, sources
 
@@ -26,7 +27,6 @@ CHANGES_LAYER = "changes"
 PLATFORM_DATABASES: tuple[str, ...] = (QUARANTINE_LAYER, CHANGES_LAYER, "ops", "models")
 QUARANTINE_REASONS = "_failed_expectations"  # a quarantine row's column: the expectations it failed
 TransformRef = str | Callable[..., Any]
-DEFAULT_FRESHNESS = "15 minutes"
 # A table's kind: the constructor that declared it (lakehouse.spec.kinds), and what it requires.
 KINDS: dict[str, str] = {
     "ingest": "Ingest",
@@ -188,7 +188,7 @@ class Table:
     state: State | None = None
     partition_by: tuple[str, ...] = field(default=(), converter=names)
     description: str = ""
-    freshness: str = DEFAULT_FRESHNESS
+    freshness: str | Freshness = DEFAULT_FRESHNESS
     expectations: tuple[Expectation, ...] = field(default=(), converter=tuple)
     checks: tuple[Expectation, ...] = field(default=(), converter=tuple)
     model: str | None = None
@@ -230,6 +230,16 @@ class Table:
     def quarantine(self) -> str:
         """The name of the table holding this table's rows that failed an expectation."""
         return quarantine_name(self.name)
+
+    @property
+    def heartbeat_limit(self) -> str:
+        """How long its driver may go without recording progress before it is stale."""
+        return self.freshness.heartbeat if isinstance(self.freshness, Freshness) else self.freshness
+
+    @property
+    def freshness_objective(self) -> Freshness | None:
+        """The objective on its data, if it declares one (see :mod:`lakehouse.spec.freshness`)."""
+        return self.freshness if isinstance(self.freshness, Freshness) else None
 
     @property
     def replays_quarantine(self) -> bool:
@@ -356,7 +366,13 @@ class Table:
             for name in ("watermark", "lookback", "lookahead"):
                 if getattr(up, name):
                     parse_duration(getattr(up, name), f"table {self.name!r} upstream {up.table!r} {name}")
-        parse_duration(self.freshness, f"table {self.name!r} freshness")
+        parse_duration(self.heartbeat_limit, f"table {self.name!r} freshness")
+        objective = self.freshness_objective
+        if objective is not None and objective.of == "event_time" and not self.event_time:
+            raise self.fail(
+                f"freshness={objective!r} measures the event_time column, and the table declares none: "
+                "declare event_time=..., or measure Freshness(..., of='arrival')"
+            )
         if self.state is not None:
             self._check_state()
         for problem in problems(self.expectations, self.checks, aggregate=self.write.updates_rows):

@@ -46,6 +46,7 @@ from lakehouse.quality import gxe
 from lakehouse.spec import (
     Aggregate,
     Append,
+    Freshness,
     Ingest,
     JsonFiles,
     KafkaSink,
@@ -122,7 +123,8 @@ pipeline = Pipeline(
             watermark=WATERMARK,
             write=Append(keys=["event_id"]),
             partition_by=["event_date"],
-            freshness="10 minutes",
+            # data, not only a driver's heartbeat: rows committed within the last 15 minutes
+            freshness=Freshness(max_lag="15 minutes", of="arrival", heartbeat="10 minutes"),
             expectations=[
                 gxe.ExpectColumnValuesToNotBeNull(column="device", action="drop", name="device_not_null"),
                 gxe.ExpectColumnValuesToBeInSet(

@@ -354,3 +354,42 @@ def test_a_real_time_lane_shows_its_state_rates_and_counts_beside_its_flow(tmp_p
         "realtime lane: progress, input 12.5 records/s, backlog 3, lag p50 8 ms, max 180 ms; since 1 h: "
         "18 records in, sent 15" in (operations.report(health))
     )
+
+
+def test_a_missed_freshness_objective_shows_with_its_history_and_in_prometheus(
+    tmp_path: Path, iot: Pipeline
+) -> None:
+    """silver declares rows committed within 15 minutes; the monitor measured its newest arrival
+    40 minutes back, twice: missed, lagging 40 minutes now, two points of history, the gauges."""
+    from lakehouse.monitoring.freshness import FreshnessLog, Reading
+
+    now = datetime.now(UTC)
+    conf = seed(tmp_path, iot, now)
+    newest, objective = now - timedelta(minutes=40), timedelta(minutes=15)
+    FreshnessLog(Lake.from_settings(conf)).record(
+        "iot",
+        [Reading(SILVER, "arrival", newest, objective, now - timedelta(minutes=m)) for m in (10, 5)],
+    )
+    page = views.pipeline_page(conf, iot, now=now)
+    flows = {f["flow"]: f for f in page["flows"]}
+    assert flows[BRONZE]["freshness"] is None  # bronze declares only a heartbeat bound
+    silver = flows[SILVER]["freshness"]
+    assert (silver["objective"], silver["state"], silver["max_lag_s"]) == (
+        "arrival within 15 minutes",
+        "missed",
+        900,
+    )
+    assert 2399 <= silver["lag_s"] <= 2401
+    assert silver["history"]["lag_s"] == [1800.0, 2100.0]  # 30 then 35 minutes old when measured
+
+    text = metrics.exposition(views.overview(conf, {"iot": iot}, now=now), {}).decode()
+    samples = {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+    }
+    labels = (("pipeline", "iot"), ("table", SILVER))
+    assert samples[("lakehouse_table_freshness_missed", labels)] == 1
+    assert samples[("lakehouse_table_freshness_objective_seconds", labels)] == 900
+    assert 2399 <= samples[("lakehouse_table_freshness_lag_seconds", labels)] <= 2401
+    assert ("lakehouse_table_freshness_missed", (("pipeline", "iot"), ("table", BRONZE))) not in samples

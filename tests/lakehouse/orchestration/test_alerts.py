@@ -5,9 +5,7 @@ per task, every failure still recorded in ``ops.alerts``."""
 from __future__ import annotations
 
 import json
-import threading
 from email import message_from_bytes
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
@@ -41,25 +39,6 @@ def smtp() -> Iterator[tuple[int, Inbox]]:
     controller.start()
     yield port, inbox
     controller.stop()
-
-
-@pytest.fixture
-def webhook() -> Iterator[tuple[str, list[dict]]]:
-    received: list[dict] = []
-
-    class Hook(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:
-            received.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
-            self.send_response(204)
-            self.end_headers()
-
-        def log_message(self, *args: Any) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Hook)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{server.server_address[1]}/hooks/lakehouse", received
-    server.shutdown()
 
 
 def fail(task_id: str, message: str, run_id: str = "scheduled__2026-11-23T00:00:00+00:00") -> None:

@@ -210,6 +210,7 @@ def monitor_dags(pipeline: Pipeline, conf: Settings) -> list[DAG]:
                     context["outlet_events"][alias].add(
                         table_asset(run_conf, health.flow), extra={"version": version}
                     )
+            problems += operations.check_freshness(run_conf, pipeline, context)
             if problems:
                 raise AirflowFailException("\n".join(problems))
             return {"restarted": restarted, "health": {h.flow: h.state for h in states}}
