@@ -22,11 +22,12 @@ from lakehouse import __version__
 from lakehouse.core.lake import Lake
 from lakehouse.models.store import ModelStore
 from lakehouse.monitoring.alerts import AlertLog
+from lakehouse.monitoring.events import EventLog
 from lakehouse.monitoring.freshness import FreshnessLog
 from lakehouse.monitoring.ops_tables import exists, rs_table
 from lakehouse.monitoring.progress import PHASES, ProgressLog
 from lakehouse.monitoring.status import CODE_HISTORY, code_of, code_versions, table_stats
-from lakehouse.orchestration import operations
+from lakehouse.orchestration import DAG_KINDS, operations
 from lakehouse.quality.results import QualityLog
 from lakehouse.serving.status import endpoints
 from lakehouse.spec.durations import parse_duration
@@ -45,17 +46,7 @@ RECENT = timedelta(hours=1)  # late drops, duplicates: "in the last hour"
 ALERTS_SHOWN = timedelta(hours=24)
 MAX_POINTS = 240  # per flow and chart: enough for a 1,000-pixel-wide chart
 QUALITY_RUNS_SHOWN = 20
-# The factory's DAGs of a pipeline (lakehouse.orchestration.dags), by what the cockpit does with them.
-DAG_KINDS = (
-    "stream_deploy",
-    "stream_stop",
-    "stream_monitor",
-    "backfill",
-    "incremental",
-    "quality",
-    "reset",
-    "replay",
-)
+EVENTS_SHOWN = (timedelta(days=7), 200)  # the pipeline page's timeline: this far back, at most this many
 
 
 def _iso(value: datetime | None) -> str | None:
@@ -522,7 +513,27 @@ def pipeline_page(
         "phases": list(PHASES),
         "tables": tables,
         "plan": FlowControl.of(settings, pipeline.name).latest_plan(),
+        "events": _events(reads.lake, pipeline, now),
     }
+
+
+def _events(lake: Lake, pipeline: Pipeline, now: datetime) -> list[dict[str, Any]]:
+    """The pipeline's events (``ops.events``), newest first: its timeline."""
+    back, most = EVENTS_SHOWN
+    recent = EventLog(lake).read(pipeline.name, since=now - back).sort("at", descending=True).head(most)
+    return [
+        {
+            "at": _iso(r["at"]),
+            "kind": r["kind"],
+            "outcome": r["outcome"],
+            "flows": r["flows"] or [],
+            "actor": r["actor"],
+            "dag_id": r["dag_id"],
+            "run_id": r["run_id"],
+            "message": (r["message"] or "")[:500],
+        }
+        for r in recent.iter_rows(named=True)
+    ]
 
 
 def table_figures(settings: Settings, pipelines: dict[str, Pipeline]) -> dict[str, dict[str, Any]]:

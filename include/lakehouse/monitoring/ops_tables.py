@@ -26,11 +26,13 @@ PROGRESS_TABLE = "ops.stream_progress"
 RESULTS_TABLE = "ops.quality_results"
 ALERTS_TABLE = "ops.alerts"
 FRESHNESS_TABLE = "ops.freshness"
+EVENTS_TABLE = "ops.events"
 OPS_TABLES = {
     PROGRESS_TABLE: "recorded_at",
     RESULTS_TABLE: "recorded_at",
     ALERTS_TABLE: "raised_at",
     FRESHNESS_TABLE: "measured_at",
+    EVENTS_TABLE: "at",
 }
 
 

@@ -28,6 +28,7 @@ from urllib.parse import quote
 from lakehouse.core import times
 from lakehouse.core.config import settings
 from lakehouse.core.lake import Lake
+from lakehouse.orchestration import pipeline_of
 
 if TYPE_CHECKING:
     from lakehouse.core.config import Settings
@@ -67,6 +68,7 @@ def on_failure(context: Any) -> None:
             try_number=ti.try_number,
             message=message,
         )
+        _alert_event(conf, ti, "raised", message)
     except Exception:  # the alert is in the task log either way
         log.exception("could not record the alert in ops.alerts")
     if repeated:
@@ -92,10 +94,22 @@ def on_recovery(conf: Settings, context: Any, message: str) -> None:
         )  # fmt: skip
     except Exception:
         log.exception("could not record the recovery in ops.alerts")
+    _alert_event(conf, ti, "recovered", message)
     try:
         notify(conf, context, message, subject=f"[lakehouse] {ti.dag_id}: recovered")
     except Exception:
         log.exception("could not send the recovery through connection %r", conf.alert_conn_id)
+
+
+def _alert_event(conf: Settings, ti: Any, outcome: str, message: str) -> None:
+    """The alert (or recovery) in ``ops.events`` too, under the pipeline whose DAG raised it."""
+    from lakehouse.monitoring.events import Actor, Event, EventLog  # deferred: as above
+
+    pipeline = pipeline_of(ti.dag_id)
+    if pipeline is None:  # a DAG of no pipeline (the platform's maintenance): ops.alerts has it
+        return
+    actor = Actor(f"task {ti.task_id}", ti.dag_id, ti.run_id)
+    EventLog(Lake.from_settings(conf)).record(Event(pipeline, "alert", outcome, (), message, actor=actor))
 
 
 def notify(conf: Settings, context: Any, message: str, subject: str | None = None) -> str | None:

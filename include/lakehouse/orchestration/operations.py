@@ -29,6 +29,7 @@ import polars as pl
 from lakehouse.core.errors import OperationFailed
 from lakehouse.core.lake import Lake
 from lakehouse.core.processes import Proc, terminate
+from lakehouse.monitoring import events
 from lakehouse.monitoring.freshness import FreshnessLog, measure, recovered
 from lakehouse.monitoring.health import FlowHealth, evaluate
 from lakehouse.monitoring.ops_tables import exists
@@ -98,6 +99,12 @@ def spark_submit_launcher(settings: Settings, pipeline: Pipeline, conn_id: str |
         return LaunchedDriver(tuple(flows), process.pid, log_file, process.poll)
 
     return launch
+
+
+def _event(settings: Settings, pipeline: Pipeline, kind: str, outcome: str, flows: Sequence[str],
+           message: str = "", **details: Any) -> None:  # fmt: skip
+    """Record what this operation did in ``ops.events`` (see :mod:`lakehouse.monitoring.events`)."""
+    events.record(Lake.from_settings(settings), pipeline.name, kind, outcome, flows, message, **details)
 
 
 def _now() -> datetime:
@@ -256,7 +263,11 @@ def deploy(
         except DriverStartFailed as exc:
             for flow in exc.exited:  # cannot start: the monitor must not retry it in a loop
                 control.undeploy(flow)
+            _event(settings, pipeline, "deploy", "failed", to_start, str(exc)[:2000], interval=interval)
             raise
+    if to_start:
+        _event(settings, pipeline, "deploy", "succeeded", to_start, f"every {interval}", interval=interval,
+               drivers=len(groups))  # fmt: skip
     for flow, seconds in waited.items():
         if flow in to_start:
             messages[flow] += f" (after waiting {seconds:.0f} s for the incremental run that held it)"
@@ -276,12 +287,23 @@ def plan(settings: Settings, pipeline: Pipeline, flows: Sequence[str], run: str,
     if not any(_may_have_checkpoint(lake.checkpoint(pipeline.name, t.name)) for t in tables):
         log.info("no flow of %s has a checkpoint yet: a first deploy, no plan to compute", pipeline.name)
         new = [FlowPlan(t.name, "new", code_version(pipeline, t), None, needs="first start") for t in tables]
-        return control.record_plan([p.to_dict() for p in new], by=run)
+        return _planned(settings, pipeline, control.record_plan([p.to_dict() for p in new], by=run))
     target = control.dir / "plans" / f"{re.sub(r'[^A-Za-z0-9._-]', '_', run)}.json"
     args = ["plan", pipeline.name, "--flow", ",".join(t.name for t in tables), "--output", str(target)]
     spec = driver_spec(settings, f"lakehouse-{pipeline.name}-plan", args)
     submit_hook(spec, conn_id).submit(spec.application)
-    return control.record_plan(json.loads(target.read_text())["flows"], by=run)  # the latest, by this run
+    return _planned(settings, pipeline, control.record_plan(json.loads(target.read_text())["flows"], by=run))
+
+
+def _planned(settings: Settings, pipeline: Pipeline, plan: dict[str, Any]) -> dict[str, Any]:
+    """Record the plan (the pipeline's latest, by its run) as an event; return it."""
+    statuses = {f["flow"]: f["status"] for f in plan["flows"]}
+    counts = ", ".join(
+        f"{n} {s}" for s in sorted(set(statuses.values())) if (n := list(statuses.values()).count(s))
+    )
+    outcome = "waits for approval" if incompatible(plan) else "computed"
+    _event(settings, pipeline, "plan", outcome, list(statuses), counts, statuses=statuses)
+    return plan
 
 
 def _may_have_checkpoint(path: str) -> bool:
@@ -387,10 +409,16 @@ def stop(
                     del waiting[flow]
             time.sleep(0.5)
     if waiting:
-        raise FlowStopTimeout(
+        failure = FlowStopTimeout(
             f"flow(s) {', '.join(waiting)} did not stop within {timeout:.0f} s (a long micro-batch?); "
             "their stop request stands, run the stop again to keep waiting"
         )
+        _event(settings, pipeline, "stop", "failed", list(waiting), str(failure))
+        raise failure
+    stopped = [flow for flow in flows if messages[flow] != "not running"]
+    if stopped:
+        _event(settings, pipeline, "stop", "succeeded", stopped, "still deployed" if keep_deployed else "",
+               keep_deployed=keep_deployed)  # fmt: skip
     return {flow: messages[flow] for flow in flows}
 
 
@@ -462,6 +490,11 @@ def check_freshness(
         log.log(logging.ERROR if reading.state == "missed" else logging.INFO, "%s", reading.message)
     for reading in recovered(previous, pipeline.name, readings):
         on_recovery(settings, context, reading.message)
+        _event(settings, pipeline, "freshness", "recovered", [reading.table], reading.message)
+    for reading in readings:  # a miss once, when it starts (the monitor measures every few minutes)
+        was = (previous.get((pipeline.name, reading.table)) or {}).get("state")
+        if reading.state == "missed" and was != "missed":
+            _event(settings, pipeline, "freshness", "missed", [reading.table], reading.message)
     return [reading.message for reading in readings if reading.state == "missed"]
 
 
@@ -531,6 +564,9 @@ def restart_dead(
             log.warning("restarting %s from their checkpoints: %s", ", ".join(flows), dead[flows[0]].message)
         drivers = [(flows, interval) for (_, interval), flows in groups.items()]
         started = start_drivers(settings, pipeline, drivers, launch, timeout) if drivers else {}
+    if started:
+        reasons = "; ".join(f"{flow}: {dead[flow].message}" for flow in started)
+        _event(settings, pipeline, "restart", "succeeded", list(started), reasons)
     return {flow: f"{dead[flow].message}; restarted from its checkpoint, {started[flow]}" for flow in started}
 
 

@@ -51,6 +51,7 @@ from lakehouse import delta, writes
 from lakehouse.core.errors import OperationFailed
 from lakehouse.core.lake import Lake
 from lakehouse.flows import NO_BATCH, Flow, kind_of
+from lakehouse.monitoring import events
 from lakehouse.run.batch import BackfillStep, plan, recompute
 from lakehouse.run.stream import FlowRun, StreamRunner
 from lakehouse.slices import ALL_TIME, Slice
@@ -89,6 +90,38 @@ def backfill(
     module doc); backfills of one pipeline run one at a time. ``reset``: the flows (stopped)
     start over with their current code: their checkpoints and tables are moved to the lake's
     archive, and each is computed once over all of its input (see :func:`archive`)."""
+    kind, asked = ("reset", ALL_TIME) if reset else ("backfill", slice_)
+    try:
+        steps = _backfill(
+            spark, settings, pipeline, slice_, flows, downstream=downstream, allow_shrink=allow_shrink,
+            pause_timeout=pause_timeout, model_version=model_version, reset=reset,
+        )  # fmt: skip
+    except Exception as error:
+        names = [t.name for t in (pipeline.with_downstream if downstream else pipeline.select)(flows)]
+        events.record(Lake.from_settings(settings), pipeline.name, kind, "failed", names, str(error)[:2000],
+                      range=asked.label())  # fmt: skip
+        raise
+    events.record(
+        Lake.from_settings(settings), pipeline.name, kind, "succeeded", [s.table for s in steps],
+        f"{sum(s.rows_written for s in steps):,} rows written in {sum(s.seconds for s in steps):.1f} s",
+        range=asked.label(), rows={s.table: s.rows_written for s in steps},
+    )  # fmt: skip
+    return steps
+
+
+def _backfill(
+    spark: SparkSession,
+    settings: Settings,
+    pipeline: Pipeline,
+    slice_: Slice,
+    flows: Sequence[str] | None,
+    *,
+    downstream: bool,
+    allow_shrink: bool,
+    pause_timeout: float,
+    model_version: int | None,
+    reset: bool,
+) -> list[BackfillStep]:
     lake = Lake.from_settings(settings)
     control = FlowControl.of(settings, pipeline.name)
     work = plan(pipeline, flows, ALL_TIME if reset else slice_, downstream=downstream)

@@ -35,6 +35,7 @@ from lakehouse import delta
 from lakehouse.core.errors import UsageError
 from lakehouse.core.lake import Lake
 from lakehouse.flows import kind_of
+from lakehouse.monitoring import events
 from lakehouse.plan import compatibility
 from lakehouse.quality.gate import QualityGate
 from lakehouse.slices import ALL_TIME, Slice
@@ -78,6 +79,29 @@ def replay(
     """Replay ``table_name``'s quarantined rows in ``slice_`` of its event time (that failed
     ``reason``, an expectation's label, if given); see the module doc. One entry per replay run:
     an interrupted one first, if there was one."""
+    lake = Lake.from_settings(settings)
+    try:
+        done = _replay(spark, settings, pipeline, table_name, slice_, reason)
+    except Exception as error:
+        events.record(lake, pipeline.name, "replay", "failed", [table_name], str(error)[:2000],
+                      range=slice_.label(), reason=reason)  # fmt: skip
+        raise
+    events.record(
+        lake, pipeline.name, "replay", "succeeded", [table_name],
+        f"{sum(r.landed for r in done):,} rows landed, {sum(r.still_failing for r in done):,} still quarantined",
+        range=slice_.label(), reason=reason, quarantine_versions=[r.version for r in done],
+    )  # fmt: skip
+    return done
+
+
+def _replay(
+    spark: SparkSession,
+    settings: Settings,
+    pipeline: Pipeline,
+    table_name: str,
+    slice_: Slice,
+    reason: str | None,
+) -> list[Replayed]:
     table = pipeline.table(table_name)
     refuse(pipeline, table)
     if not slice_.is_full and not table.time_expression:

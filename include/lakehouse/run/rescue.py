@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 
 from lakehouse import delta
 from lakehouse.core.errors import OperationFailed
+from lakehouse.monitoring import events
 from lakehouse.spec.sources import RESCUED
 from lakehouse.state import storage
 from lakehouse.state.control import FlowControl
@@ -103,6 +104,11 @@ def rescue(spark: SparkSession, settings: Settings, lake: Lake, pipeline: Pipeli
             set={**updates, RESCUED: _remaining({n: F.when(present[n], v) for n, v in value.items()})},
         )
         version = target.history(1).select("version").first()[0]
+    events.record(
+        lake, pipeline.name, "rescue", "succeeded", [table.name],
+        ", ".join(f"{column}: {rows:,} rows filled" for column, rows in filled.items()),
+        version=int(version), unconverted=unconverted,
+    )  # fmt: skip
     return Rescue(table.name, filled, unconverted, int(version))
 
 

@@ -18,6 +18,7 @@ from deltalake import DeltaTable, write_deltalake
 from lakehouse.core.config import Settings, settings
 from lakehouse.core.lake import Lake
 from lakehouse.monitoring.alerts import AlertLog
+from lakehouse.monitoring.events import EventLog
 from lakehouse.monitoring.freshness import FreshnessLog, newest_arrival, newest_event_time
 from lakehouse.monitoring.progress import ProgressLog
 from lakehouse.orchestration import operations
@@ -160,3 +161,9 @@ def test_a_stopped_feed_behind_a_healthy_driver_is_missed_alerted_and_recovered(
     assert recorded.filter(recorded["table_name"] == GOLD)["state"].unique().to_list() == ["no data"]
     messages = AlertLog(lake).read()["message"].to_list()
     assert sum(m.startswith("recovered: ") for m in messages) == 2 and len(messages) == 3
+    timeline = [(e["kind"], e["outcome"], e["flows"]) for e in EventLog(lake).read("feed").to_dicts()]
+    assert timeline == [  # each miss once (when it starts), the alert, each recovery and its notice
+        ("freshness", "missed", [BRONZE]), ("freshness", "missed", [SILVER]), ("alert", "raised", []),
+        ("alert", "recovered", []), ("freshness", "recovered", [BRONZE]),
+        ("alert", "recovered", []), ("freshness", "recovered", [SILVER]),
+    ]  # fmt: skip

@@ -21,6 +21,7 @@ from deltalake import write_deltalake
 from lakehouse.core.config import Settings
 from lakehouse.core.lake import Lake
 from lakehouse.core.processes import Proc
+from lakehouse.monitoring.events import EventLog
 from lakehouse.monitoring.progress import ProgressLog
 from lakehouse.orchestration import operations
 from lakehouse.spec import Pipeline
@@ -58,6 +59,11 @@ def test_isolated_drivers_start_upstream_first(tmp_path: Path, iot: Pipeline) ->
     assert max(golds) - min(golds) < 1.5, "independent drivers start together"
     groups = {control.deployment(flow).group for flow in iot.table_names}
     assert len(groups) == len(iot.tables), "isolated: each flow is its own restart group"
+    [deployed] = EventLog(Lake(conf.root)).read("iot").to_dicts()  # the event log has the deploy
+    assert (deployed["kind"], deployed["outcome"], sorted(deployed["flows"])) == (
+        "deploy", "succeeded", sorted(iot.table_names),
+    )  # fmt: skip
+    assert deployed["actor"].endswith("(lakehouse CLI)") and deployed["dag_id"] is None
 
 
 def test_a_flow_its_driver_refuses_fails_the_deploy_at_once_with_why_and_the_others_run(
@@ -92,6 +98,8 @@ def test_a_flow_its_driver_refuses_fails_the_deploy_at_once_with_why_and_the_oth
     assert str(failed.value) == why and failed.value.exited == ["gold.device_type_stats"]
     assert control.deployment("gold.device_type_stats") is None, "refused: not deployed"
     assert all(control.running(f) and control.deployment(f) for f in flows[:2]), "the others run"
+    [event] = EventLog(Lake(conf.root)).read("iot").to_dicts()
+    assert (event["kind"], event["outcome"], event["message"]) == ("deploy", "failed", why)
 
 
 def test_a_deploy_restarts_running_flows_whose_code_changed_compatibly_and_leaves_the_rest(
@@ -211,6 +219,9 @@ def test_the_monitor_stops_a_driver_that_stays_stale_and_restarts_its_flow(
         assert hung.wait(timeout=30) is not None, "the hung driver was stopped"
         assert launched == [(flow,)] and flow in restarted
         assert "restarted from its checkpoint" in restarted[flow]
+        [event] = EventLog(Lake(conf.root)).read("iot").to_dicts()
+        assert (event["kind"], event["outcome"], event["flows"]) == ("restart", "succeeded", [flow])
+        assert event["message"].startswith(f"{flow}: deployed but down")
     finally:
         hung.kill()
 

@@ -4,6 +4,7 @@ resume; no line twice, none lost, no open window overwritten."""
 
 from __future__ import annotations
 
+import json
 import shutil
 import threading
 from datetime import UTC, datetime, timedelta
@@ -15,6 +16,7 @@ from pyspark.testing import assertDataFrameEqual
 
 from lakehouse.core.config import Settings
 from lakehouse.core.lake import Lake
+from lakehouse.monitoring.events import EventLog
 from lakehouse.plan.generators import Landing
 from lakehouse.run import coordination
 from lakehouse.run.stream import StreamRunner
@@ -179,6 +181,16 @@ def test_a_first_backfill_computes_never_streamed_flows_once_and_gives_the_batch
     )
     assert step.slice == Slice(START, START + timedelta(hours=1)) and step.rows_written == before
     assert len(data_commits_of_backfills(spark, lake.table(bronze.name))) == 1
+    recorded = EventLog(lake).read("iot").to_dicts()  # each backfill, in the pipeline's event log
+    assert [(e["kind"], e["outcome"], e["flows"]) for e in recorded] == [
+        ("backfill", "succeeded", names), ("backfill", "succeeded", [bronze.name]),
+    ]  # fmt: skip
+    assert recorded[0]["message"] == f"{sum(s.rows_written for s in steps):,} rows written in " + (
+        f"{sum(s.seconds for s in steps):.1f} s"
+    )
+    assert json.loads(recorded[1]["details"]) == {
+        "range": Slice(START, START + timedelta(hours=1)).label(), "rows": {bronze.name: before},
+    }  # fmt: skip
 
 
 @pytest.mark.slow  # a long Spark scenario (tests/conftest.py: test tiers)

@@ -66,6 +66,7 @@ def quality_dags(pipeline: Pipeline, conf: Settings) -> list[DAG]:
             # violations fail at once (AirflowFailException skips retries)
             @task(task_id=f"verdict_{task_id(name)}")
             def verdict(table: str = name) -> str:
+                from lakehouse.monitoring import events  # deferred: delta-rs (as below)
                 from lakehouse.quality.results import (
                     QualityLog,  # deferred: polars (DAG files parse without it)
                 )
@@ -78,6 +79,10 @@ def quality_dags(pipeline: Pipeline, conf: Settings) -> list[DAG]:
                 report = results_from_log(results, table)
                 docs = docs_dir(quality_home(run_conf)) / "index.html"
                 text = f"{report.text()}\nData Docs: {DOCS_URL_PREFIX}/ on the Airflow API server ({docs})"
+                outcome = "failed" if report.violations else "skipped" if report.skipped else "passed"
+                events.record(
+                    Lake.from_settings(run_conf), pipeline.name, "quality", outcome, [table], report.text()
+                )
                 if report.violations:
                     raise AirflowFailException(f"quality checks violated:\n{text}")
                 if report.skipped:
