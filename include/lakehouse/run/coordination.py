@@ -99,12 +99,12 @@ def backfill(
     except Exception as error:
         names = [t.name for t in (pipeline.with_downstream if downstream else pipeline.select)(flows)]
         events.record(Lake.from_settings(settings), pipeline.name, kind, "failed", names, str(error)[:2000],
-                      range=asked.label())  # fmt: skip
+                      range=asked.label)  # fmt: skip
         raise
     events.record(
         Lake.from_settings(settings), pipeline.name, kind, "succeeded", [s.table for s in steps],
         f"{sum(s.rows_written for s in steps):,} rows written in {sum(s.seconds for s in steps):.1f} s",
-        range=asked.label(), rows={s.table: s.rows_written for s in steps},
+        range=asked.label, rows={s.table: s.rows_written for s in steps},
     )  # fmt: skip
     return steps
 

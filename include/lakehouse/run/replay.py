@@ -84,12 +84,12 @@ def replay(
         done = _replay(spark, settings, pipeline, table_name, slice_, reason)
     except Exception as error:
         events.record(lake, pipeline.name, "replay", "failed", [table_name], str(error)[:2000],
-                      range=slice_.label(), reason=reason)  # fmt: skip
+                      range=slice_.label, reason=reason)  # fmt: skip
         raise
     events.record(
         lake, pipeline.name, "replay", "succeeded", [table_name],
         f"{sum(r.landed for r in done):,} rows landed, {sum(r.still_failing for r in done):,} still quarantined",
-        range=slice_.label(), reason=reason, quarantine_versions=[r.version for r in done],
+        range=slice_.label, reason=reason, quarantine_versions=[r.version for r in done],
     )  # fmt: skip
     return done
 

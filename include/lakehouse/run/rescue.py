@@ -35,6 +35,9 @@ if TYPE_CHECKING:
 
 
 log = logging.getLogger("lakehouse.rescue")
+# A rescue beside its running stream: an UPDATE whose read an append of the stream invalidated
+# (Delta refuses it: ConcurrentAppendException) runs again, this many times at most.
+UPDATE_ATTEMPTS = 5
 
 
 @dataclass(frozen=True)
@@ -99,10 +102,24 @@ def rescue(spark: SparkSession, settings: Settings, lake: Lake, pipeline: Pipeli
         # a column already set (the row arrived after the field was declared) keeps its value
         updates = {_quoted(n): F.coalesce(F.col(_quoted(n)), v) for n, v in value.items()}
         fillable = [present[n] & v.isNotNull() for n, v in value.items()]
-        target.update(
-            condition=functools.reduce(operator.or_, fillable),
-            set={**updates, RESCUED: _remaining({n: F.when(present[n], v) for n, v in value.items()})},
-        )
+        from delta.exceptions import ConcurrentAppendException
+
+        for attempt in range(1, UPDATE_ATTEMPTS + 1):
+            try:  # idempotent: a row filled already keeps its value, its kept field is gone
+                target.update(
+                    condition=functools.reduce(operator.or_, fillable),
+                    set={
+                        **updates,
+                        RESCUED: _remaining({n: F.when(present[n], v) for n, v in value.items()}),
+                    },
+                )
+                break
+            except ConcurrentAppendException:  # the running stream appended rows the update reads
+                if attempt == UPDATE_ATTEMPTS:
+                    raise
+                log.info(
+                    "%s: the stream appended during the rescue; updating again (%d)", table.name, attempt
+                )
         version = target.history(1).select("version").first()[0]
     events.record(
         lake, pipeline.name, "rescue", "succeeded", [table.name],

@@ -189,7 +189,7 @@ def test_a_first_backfill_computes_never_streamed_flows_once_and_gives_the_batch
         f"{sum(s.seconds for s in steps):.1f} s"
     )
     assert json.loads(recorded[1]["details"]) == {
-        "range": Slice(START, START + timedelta(hours=1)).label(), "rows": {bronze.name: before},
+        "range": Slice(START, START + timedelta(hours=1)).label, "rows": {bronze.name: before},
     }  # fmt: skip
 
 
