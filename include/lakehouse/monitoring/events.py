@@ -23,6 +23,7 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+import polars as pl
 import pyarrow as pa
 import pyarrow.compute as pc
 from deltalake.exceptions import CommitFailedError
@@ -33,8 +34,6 @@ from lakehouse.monitoring.ops_tables import APPEND_ATTEMPTS, EVENTS_TABLE, inser
 if TYPE_CHECKING:
     from collections.abc import Sequence
     from datetime import datetime
-
-    import polars as pl
 
     from lakehouse.core.lake import Lake
 
@@ -77,7 +76,8 @@ def current_actor() -> Actor:
 
             run = get_current_context()["dag_run"]
             user = getattr(run, "triggering_user_name", None)
-            name = f"{user} (Airflow)" if user else f"Airflow {getattr(run, 'run_type', 'run')}"
+            kind = getattr(run, "run_type", "run")
+            name = f"{user} (Airflow)" if user else f"Airflow ({getattr(kind, 'value', kind)} run)"
         except Exception:  # a process a task started (a driver): the DAG run is still known
             log.debug("no Airflow context in this process", exc_info=True)
         return Actor(name, dag_id, run_id)
@@ -170,3 +170,10 @@ def record(
 ) -> None:
     """Record one event of ``pipeline`` (see :class:`Event`) as the current actor."""
     EventLog(lake).record(Event(pipeline, kind, outcome, tuple(flows), message, details))
+
+
+def last_outcome(lake: Lake, pipeline: str, kind: str, flow: str) -> str | None:
+    """The outcome of the latest ``kind`` event of ``flow`` (None: none recorded)."""
+    log = EventLog(lake).read(pipeline)
+    mine = log.filter((pl.col("kind") == kind) & pl.col("flows").list.contains(flow))
+    return mine["outcome"][-1] if mine.height else None

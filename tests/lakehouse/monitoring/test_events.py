@@ -17,7 +17,7 @@ import pytest
 from lakehouse.cockpit import views
 from lakehouse.core.config import Settings
 from lakehouse.core.lake import Lake
-from lakehouse.monitoring.events import Actor, Event, EventLog, current_actor
+from lakehouse.monitoring.events import Actor, Event, EventLog, current_actor, last_outcome
 from lakehouse.monitoring.ops_tables import EVENTS_TABLE, OPS_TABLES
 from lakehouse.monitoring.progress import ProgressLog
 from lakehouse.orchestration import operations
@@ -90,3 +90,19 @@ def test_a_deploy_and_a_stop_are_recorded_and_the_cockpit_shows_them_newest_firs
     assert timeline == [("stop", "succeeded", [flow]), ("deploy", "succeeded", [flow])]
     assert page["events"][1]["message"] == "every 5 seconds"
     assert page["events"][0]["actor"] == f"{getpass.getuser()}@{socket.gethostname()} (lakehouse CLI)"
+
+
+def test_the_last_outcome_of_a_flow_is_its_latest_event_of_that_kind(tmp_path: Path) -> None:
+    """What the quality DAG asks before it records a verdict (only a change is an event)."""
+    lake = Lake(str(tmp_path / "lake"))
+    log = EventLog(lake)
+    for seconds, table, outcome in (
+        (0, "silver.a", "passed"),
+        (1, "silver.a", "failed"),
+        (2, "silver.b", "passed"),
+    ):
+        log.record(Event("iot", "quality", outcome, (table,), at=AT + timedelta(seconds=seconds)))
+    log.record(Event("iot", "deploy", "succeeded", ("silver.a",), at=AT + timedelta(seconds=3)))
+    assert last_outcome(lake, "iot", "quality", "silver.a") == "failed"
+    assert last_outcome(lake, "iot", "quality", "silver.b") == "passed"
+    assert last_outcome(lake, "iot", "quality", "gold.c") is None

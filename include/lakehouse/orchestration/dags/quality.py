@@ -80,9 +80,14 @@ def quality_dags(pipeline: Pipeline, conf: Settings) -> list[DAG]:
                 docs = docs_dir(quality_home(run_conf)) / "index.html"
                 text = f"{report.text()}\nData Docs: {DOCS_URL_PREFIX}/ on the Airflow API server ({docs})"
                 outcome = "failed" if report.violations else "skipped" if report.skipped else "passed"
-                events.record(
-                    Lake.from_settings(run_conf), pipeline.name, "quality", outcome, [table], report.text()
-                )
+                lake = Lake.from_settings(run_conf)
+                # a verdict that changes (the first, a failure, a pass after one) is an event; the
+                # same pass after every table update is in ops.quality_results
+                if (
+                    outcome != "passed"
+                    or events.last_outcome(lake, pipeline.name, "quality", table) != "passed"
+                ):
+                    events.record(lake, pipeline.name, "quality", outcome, [table], report.text())
                 if report.violations:
                     raise AirflowFailException(f"quality checks violated:\n{text}")
                 if report.skipped:
