@@ -359,13 +359,13 @@ def test_a_real_time_lane_shows_its_state_rates_and_counts_beside_its_flow(tmp_p
 def test_a_missed_freshness_objective_shows_with_its_history_and_in_prometheus(
     tmp_path: Path, iot: Pipeline
 ) -> None:
-    """silver declares rows committed within 15 minutes; the monitor measured its newest arrival
-    40 minutes back, twice: missed, lagging 40 minutes now, two points of history, the gauges."""
+    """silver declares rows committed within 30 minutes; the monitor measured its newest arrival
+    50 minutes back, twice: missed, lagging 50 minutes now, two points of history, the gauges."""
     from lakehouse.monitoring.freshness import FreshnessLog, Reading
 
     now = datetime.now(UTC)
     conf = seed(tmp_path, iot, now)
-    newest, objective = now - timedelta(minutes=40), timedelta(minutes=15)
+    newest, objective = now - timedelta(minutes=50), timedelta(minutes=30)
     FreshnessLog(Lake.from_settings(conf)).record(
         "iot",
         [Reading(SILVER, "arrival", newest, objective, now - timedelta(minutes=m)) for m in (10, 5)],
@@ -375,12 +375,12 @@ def test_a_missed_freshness_objective_shows_with_its_history_and_in_prometheus(
     assert flows[BRONZE]["freshness"] is None  # bronze declares only a heartbeat bound
     silver = flows[SILVER]["freshness"]
     assert (silver["objective"], silver["state"], silver["max_lag_s"]) == (
-        "arrival within 15 minutes",
+        "arrival within 30 minutes",
         "missed",
-        900,
+        1800,
     )
-    assert 2399 <= silver["lag_s"] <= 2401
-    assert silver["history"]["lag_s"] == [1800.0, 2100.0]  # 30 then 35 minutes old when measured
+    assert 2999 <= silver["lag_s"] <= 3001
+    assert silver["history"]["lag_s"] == [2400.0, 2700.0]  # 40 then 45 minutes old when measured
 
     text = metrics.exposition(views.overview(conf, {"iot": iot}, now=now), {}).decode()
     samples = {
@@ -390,6 +390,6 @@ def test_a_missed_freshness_objective_shows_with_its_history_and_in_prometheus(
     }
     labels = (("pipeline", "iot"), ("table", SILVER))
     assert samples[("lakehouse_table_freshness_missed", labels)] == 1
-    assert samples[("lakehouse_table_freshness_objective_seconds", labels)] == 900
-    assert 2399 <= samples[("lakehouse_table_freshness_lag_seconds", labels)] <= 2401
+    assert samples[("lakehouse_table_freshness_objective_seconds", labels)] == 1800
+    assert 2999 <= samples[("lakehouse_table_freshness_lag_seconds", labels)] <= 3001
     assert ("lakehouse_table_freshness_missed", (("pipeline", "iot"), ("table", BRONZE))) not in samples
