@@ -82,11 +82,9 @@ def quality_dags(pipeline: Pipeline, conf: Settings) -> list[DAG]:
                 outcome = "failed" if report.violations else "skipped" if report.skipped else "passed"
                 lake = Lake.from_settings(run_conf)
                 # a verdict that changes (the first, a failure, a pass after one) is an event; the
-                # same pass after every table update is in ops.quality_results
-                if (
-                    outcome != "passed"
-                    or events.last_outcome(lake, pipeline.name, "quality", table) != "passed"
-                ):
+                # same pass after every table update is in ops.quality_results, a skip is no verdict
+                last = events.last_outcome(lake, pipeline.name, "quality", table)
+                if outcome == "failed" or (outcome == "passed" and last != "passed"):
                     events.record(lake, pipeline.name, "quality", outcome, [table], report.text())
                 if report.violations:
                     raise AirflowFailException(f"quality checks violated:\n{text}")
