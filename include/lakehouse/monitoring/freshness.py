@@ -86,7 +86,7 @@ class Reading:
         )
         if self.upstream is not None and self.behind_upstream is not None:
             line += f"; {_span(self.behind_upstream)} behind its upstream {self.upstream}"
-        elif self.state == "missed":
+        elif self.state == "missed" and self.measure == "event_time":  # (arrival compares no upstream)
             line += "; its upstreams are no fresher (the delay starts before this table)"
         return line
 
