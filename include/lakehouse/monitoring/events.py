@@ -19,6 +19,7 @@ import logging
 import os
 import random
 import socket
+import sys
 import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -71,6 +72,8 @@ def current_actor() -> Actor:
     dag_id, run_id = os.environ.get("AIRFLOW_CTX_DAG_ID"), os.environ.get("AIRFLOW_CTX_DAG_RUN_ID")
     if dag_id:
         name = "Airflow"
+        if "airflow.sdk" not in sys.modules:  # a process a task started (a driver): the run is known
+            return Actor(name, dag_id, run_id)
         try:
             from airflow.sdk import get_current_context  # inside a task process only
 
@@ -173,7 +176,12 @@ def record(
 
 
 def last_outcome(lake: Lake, pipeline: str, kind: str, flow: str) -> str | None:
-    """The outcome of the latest ``kind`` event of ``flow`` (None: none recorded)."""
-    log = EventLog(lake).read(pipeline)
-    mine = log.filter((pl.col("kind") == kind) & pl.col("flows").list.contains(flow))
+    """The outcome of the latest ``kind`` event of ``flow`` (None: none recorded, or the log
+    cannot be read: the caller then records its event)."""
+    try:
+        recorded = EventLog(lake).read(pipeline)
+    except Exception:
+        log.warning("could not read %s", EVENTS_TABLE, exc_info=True)
+        return None
+    mine = recorded.filter((pl.col("kind") == kind) & pl.col("flows").list.contains(flow))
     return mine["outcome"][-1] if mine.height else None

@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from datetime import time as datetime_time
 from typing import TYPE_CHECKING, Any, Literal
 
 import polars as pl
@@ -132,11 +133,14 @@ def newest_event_time(path: str, column: str) -> datetime | None:
         newest = pc.max(table.to_pyarrow_dataset().to_table(columns=[column]).column(column)).as_py()
     if newest is None:
         return None
+    if not isinstance(newest, datetime):  # a DATE column: the day's start
+        newest = datetime.combine(newest, datetime_time.min)
     return newest if newest.tzinfo else newest.replace(tzinfo=UTC)
 
 
 def newest_arrival(path: str, commits: int = 100) -> datetime | None:
-    """When the last of the table's recent commits that brought rows was made."""
+    """When the last of the table's recent commits that brought rows was made; when none of the
+    last ``commits`` did, the oldest of them (rows arrived before it, if ever: an upper bound)."""
     try:
         history = rs_table(path).history(commits)
     except TableNotFoundError:
@@ -147,7 +151,7 @@ def newest_arrival(path: str, commits: int = 100) -> datetime | None:
         metrics = commit.get("operationMetrics") or {}
         if any(int(metrics.get(name) or 0) > 0 for name in ROW_METRICS):
             return datetime.fromtimestamp(commit["timestamp"] / 1000, tz=UTC)
-    return None
+    return datetime.fromtimestamp(history[-1]["timestamp"] / 1000, tz=UTC) if history else None
 
 
 def newest(lake: Lake, table: Table, measure: str) -> datetime | None:

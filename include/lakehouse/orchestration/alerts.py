@@ -42,23 +42,30 @@ NUMBERS = re.compile(r"\d+")  # what may change while a task fails for the same 
 def on_failure(context: Any) -> None:
     """Airflow ``on_failure_callback``: one ``ops.alerts`` row per failed task (after retries),
     and a notification unless the same task already notified within :data:`REPEAT_AFTER`."""
+    raise_alert(settings(), context, str(context.get("exception") or "task failed"))
+
+
+def raise_alert(conf: Settings, context: Any, message: str, subject: str | None = None) -> None:
+    """Record ``message`` as an alert of the context's task in ``ops.alerts`` (and ``ops.events``)
+    and notify people, unless the task notified the same reason within :data:`REPEAT_AFTER` and
+    said nothing recovered since (a failure's callback, or a task that alerts without failing:
+    the monitor's missed freshness objectives)."""
     from lakehouse.monitoring.alerts import AlertLog  # deferred: DAG files parse without pyarrow
 
     ti = context["ti"]
-    message = str(context.get("exception") or "task failed")[:10_000]
-    log.error("ALERT %s.%s (run %s) failed: %s", ti.dag_id, ti.task_id, ti.run_id, message)
-    conf = settings()
+    message = message[:10_000]
+    log.error("ALERT %s.%s (run %s): %s", ti.dag_id, ti.task_id, ti.run_id, message)
     alerts = AlertLog(Lake.from_settings(conf))
     repeated = False
     try:
         recent = alerts.read()
+        mine = recent.filter((recent["dag_id"] == ti.dag_id) & (recent["task_id"] == ti.task_id))
+        recoveries = mine.filter(mine["message"].str.starts_with("recovered: "))["raised_at"]
+        since = max(times.now() - REPEAT_AFTER, recoveries.max() or times.now() - REPEAT_AFTER)
         repeated = bool(
-            recent.height
-            and recent.filter(
-                (recent["dag_id"] == ti.dag_id)
-                & (recent["task_id"] == ti.task_id)
-                & (recent["message"].str.replace_all(NUMBERS.pattern, "#") == NUMBERS.sub("#", message))
-                & (recent["raised_at"] >= times.now() - REPEAT_AFTER)
+            mine.filter(
+                (mine["message"].str.replace_all(NUMBERS.pattern, "#") == NUMBERS.sub("#", message))
+                & (mine["raised_at"] > since)
             ).height
         )
         alerts.append(
@@ -68,14 +75,15 @@ def on_failure(context: Any) -> None:
             try_number=ti.try_number,
             message=message,
         )
-        _alert_event(conf, ti, "raised", message)
+        if not repeated:  # a reason once in the event log, not once per monitor run
+            _alert_event(conf, ti, "raised", message)
     except Exception:  # the alert is in the task log either way
         log.exception("could not record the alert in ops.alerts")
     if repeated:
         log.info("%s.%s already notified within %s: not notifying again", ti.dag_id, ti.task_id, REPEAT_AFTER)
         return
     try:
-        notify(conf, context, message)
+        notify(conf, context, message, subject=subject)
     except Exception:  # a mail server down must not hide the task's own failure
         log.exception("could not send the alert through connection %r", conf.alert_conn_id)
 
@@ -94,7 +102,6 @@ def on_recovery(conf: Settings, context: Any, message: str) -> None:
         )  # fmt: skip
     except Exception:
         log.exception("could not record the recovery in ops.alerts")
-    _alert_event(conf, ti, "recovered", message)
     try:
         notify(conf, context, message, subject=f"[lakehouse] {ti.dag_id}: recovered")
     except Exception:

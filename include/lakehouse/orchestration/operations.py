@@ -34,7 +34,7 @@ from lakehouse.monitoring.freshness import FreshnessLog, measure, recovered
 from lakehouse.monitoring.health import FlowHealth, evaluate
 from lakehouse.monitoring.ops_tables import exists
 from lakehouse.monitoring.progress import ProgressLog, lanes
-from lakehouse.orchestration.alerts import on_recovery
+from lakehouse.orchestration.alerts import on_recovery, raise_alert
 from lakehouse.orchestration.submit import (
     SPARK_CONN_ID,
     driver_spec,
@@ -478,9 +478,9 @@ def check_freshness(
 ) -> list[str]:
     """Measure every freshness objective of ``pipeline`` (streamed tables and tables only
     backfills and incremental runs fill alike: the monitor runs either way), record the readings
-    in ``ops.freshness``, notify the objectives met again after a miss (``context``: the Airflow
-    task's); the missed ones, one line each, which fail the monitor's run so that they alert as a
-    stale flow does."""
+    in ``ops.freshness``, alert the missed ones and notify the ones met again after a miss
+    (``context``: the Airflow task's); the missed ones, one line each. The monitor's task does
+    not fail for them: it would lose the asset events of the tables it saw advance."""
     lake = Lake.from_settings(settings)
     history = FreshnessLog(lake)
     previous = history.latest(pipeline.name)
@@ -491,11 +491,14 @@ def check_freshness(
     for reading in recovered(previous, pipeline.name, readings):
         on_recovery(settings, context, reading.message)
         _event(settings, pipeline, "freshness", "recovered", [reading.table], reading.message)
-    for reading in readings:  # a miss once, when it starts (the monitor measures every few minutes)
-        was = (previous.get((pipeline.name, reading.table)) or {}).get("state")
-        if reading.state == "missed" and was != "missed":
+    missed = [reading for reading in readings if reading.state == "missed"]
+    for reading in missed:  # an event once, when the miss starts (the monitor measures every few minutes)
+        if (previous.get((pipeline.name, reading.table)) or {}).get("state") != "missed":
             _event(settings, pipeline, "freshness", "missed", [reading.table], reading.message)
-    return [reading.message for reading in readings if reading.state == "missed"]
+    if missed:
+        subject = f"[lakehouse] {context['ti'].dag_id}: freshness objective missed"
+        raise_alert(settings, context, "\n".join(reading.message for reading in missed), subject=subject)
+    return [reading.message for reading in missed]
 
 
 def starting_flows(

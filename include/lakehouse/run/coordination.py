@@ -97,7 +97,10 @@ def backfill(
             pause_timeout=pause_timeout, model_version=model_version, reset=reset,
         )  # fmt: skip
     except Exception as error:
-        names = [t.name for t in (pipeline.with_downstream if downstream else pipeline.select)(flows)]
+        try:
+            names = [t.name for t, _ in plan(pipeline, flows, asked, downstream=downstream)]
+        except Exception:  # the flows named are unknown: the error says so
+            names = list(flows or ())
         events.record(Lake.from_settings(settings), pipeline.name, kind, "failed", names, str(error)[:2000],
                       range=asked.label)  # fmt: skip
         raise

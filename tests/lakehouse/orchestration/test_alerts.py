@@ -15,7 +15,7 @@ from aiosmtpd.controller import Controller
 from lakehouse.core.config import settings
 from lakehouse.core.lake import Lake
 from lakehouse.monitoring.alerts import AlertLog
-from lakehouse.orchestration.alerts import on_failure
+from lakehouse.orchestration.alerts import on_failure, on_recovery
 from lakehouse.platform.services import free_port
 
 if TYPE_CHECKING:
@@ -103,3 +103,21 @@ def test_without_a_connection_the_alert_is_recorded_and_nothing_fails(
     monkeypatch.delenv("AIRFLOW_CONN_LAKEHOUSE_ALERTS", raising=False)
     fail("check_flows", "DEAD")
     assert AlertLog(lake).read()["message"].to_list() == ["DEAD"]
+
+
+def test_the_same_reason_after_a_recovery_is_notified_again(
+    lake: Lake, webhook: tuple[str, list[dict]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    url, received = webhook
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_LAKEHOUSE_ALERTS", json.dumps({"conn_type": "http", "extra": {"url": url}})
+    )
+    ti = SimpleNamespace(dag_id="iot_stream_monitor", task_id="check_flows", run_id="r1", try_number=1)
+    late = "silver.device_events: freshness objective missed: 40 min old"
+    fail("check_flows", late)
+    on_recovery(settings(), {"ti": ti}, "silver.device_events: freshness objective met")
+    fail("check_flows", late.replace("40", "41"), run_id="r2")  # missed again, minutes later
+    assert len(received) == 3, [post["text"] for post in received]  # not held back as a repeat
+    assert received[1]["text"].startswith("[lakehouse] iot_stream_monitor: recovered: silver.device_events")
+    assert received[2]["text"].startswith("[lakehouse] iot_stream_monitor.check_flows failed: silver.")
+    assert "41 min old" in received[2]["message"]
