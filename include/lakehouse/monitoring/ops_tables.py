@@ -27,12 +27,14 @@ RESULTS_TABLE = "ops.quality_results"
 ALERTS_TABLE = "ops.alerts"
 FRESHNESS_TABLE = "ops.freshness"
 EVENTS_TABLE = "ops.events"
+LINEAGE_TABLE = "ops.lineage"
 OPS_TABLES = {
     PROGRESS_TABLE: "recorded_at",
     RESULTS_TABLE: "recorded_at",
     ALERTS_TABLE: "raised_at",
     FRESHNESS_TABLE: "measured_at",
     EVENTS_TABLE: "at",
+    LINEAGE_TABLE: "event_time",
 }
 
 

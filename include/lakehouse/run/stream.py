@@ -21,9 +21,11 @@ from pyspark.sql import functions as F
 from lakehouse.core.errors import OperationFailed
 from lakehouse.flows import Flow, StreamPlan, kind_of
 from lakehouse.models.store import UNAVAILABLE, ModelUnavailable
+from lakehouse.monitoring import lineage
 from lakehouse.monitoring.listener import ProgressRecorder
 from lakehouse.monitoring.progress import BATCH_TIMINGS, ProgressLog, input_rows, query_name
 from lakehouse.plan import compatibility
+from lakehouse.plan.lineage import column_lineage
 from lakehouse.quality.gate import QualityGate, Verdict
 from lakehouse.run import failures
 from lakehouse.run.codegen import CodegenBySize
@@ -306,7 +308,23 @@ class StreamRunner:
             stream = stream.trigger(processingTime=trigger.interval)
         query = stream.start()
         sink.bind(query)
+        self._report_lineage(table, plan.rows, str(query.runId))
         return query
+
+    def _report_lineage(self, table: Table, rows: DataFrame, run_id: str) -> None:
+        """The flow's OpenLineage START event: what it reads and writes, its columns' lineage
+        from the analyzed plan. A report: it never fails the start."""
+        try:
+            inputs = lineage.inputs_of(self.lake, self.pipeline, table)
+            event = lineage.flow_event(
+                self.lake, self.pipeline, table, "START", run_id,
+                columns=column_lineage(rows, inputs),
+                schema={f.name: f.dataType.simpleString() for f in rows.schema.fields},
+            )  # fmt: skip
+        except Exception as exc:
+            log.warning("no lineage for %s: %s", table.name, exc)
+            return
+        lineage.emit(self.lake, event)
 
     def _refuse_incompatible(self, table: Table, checkpoint: str, shape: compatibility.FlowShape) -> None:
         """Raise :class:`FlowRefused` when ``shape`` cannot restart on what the checkpoint recorded."""

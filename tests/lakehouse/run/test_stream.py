@@ -14,6 +14,7 @@ from delta.tables import DeltaTable
 from pyspark.testing import assertDataFrameEqual
 
 from lakehouse.core.lake import Lake
+from lakehouse.monitoring.lineage import LineageLog
 from lakehouse.monitoring.progress import ProgressLog
 from lakehouse.plan.generators import Landing
 from lakehouse.run.batch import backfill
@@ -131,6 +132,44 @@ def test_accounting_malformed_stay_in_bronze_and_counts_add_up(
     assert set(batches["flow"]) == {t.name for t in iot.ordered()}
     for phase in ("plan", "compute", "gate", "write", "checkpoint"):
         assert batches[f"{phase}_ms"].null_count() == 0 and batches[f"{phase}_ms"].min() >= 0, phase
+    assert_each_start_reported_its_lineage(lake)
+
+
+def assert_each_start_reported_its_lineage(lake: Lake) -> None:
+    """Each flow's start is an OpenLineage START event in ops.lineage: the graph and the columns
+    as the iot pipeline's code says (written down here from pipelines/iot)."""
+    events = {e["job"]["name"]: e for e in LineageLog(lake).events()}
+    tables = f"{lake.root}/tables"
+    graph = {
+        job: (sorted(d["name"] for d in e["inputs"]), sorted(d["name"] for d in e["outputs"]))
+        for job, e in events.items()
+    }
+    assert graph == {
+        "iot.bronze.device_events": (
+            [f"{lake.root}/landing/iot/device_events"],
+            [f"{tables}/bronze/device_events", f"{tables}/quarantine/bronze_device_events"],
+        ),
+        "iot.silver.device_events": (
+            [f"{lake.root}/reference/iot/devices.csv", f"{tables}/bronze/device_events"],
+            [f"{tables}/quarantine/silver_device_events", f"{tables}/silver/device_events"],
+        ),
+        "iot.gold.device_type_stats": ([f"{tables}/silver/device_events"], [f"{tables}/gold/device_type_stats"]),
+        "iot.gold.device_status": ([f"{tables}/silver/device_events"], [f"{tables}/gold/device_status"]),
+        "iot.gold.device_anomaly_scores": (
+            [f"{tables}/silver/device_events"], [f"{tables}/gold/device_anomaly_scores"],
+        ),
+    }  # fmt: skip
+    status = events["iot.gold.device_status"]["outputs"][0]["facets"]["columnLineage"]["fields"]
+    # F.coalesce(F.col("signal") > F.col("alert_threshold"), F.lit(False)).alias("alert")
+    assert sorted((f["field"], f["transformations"][0]["subtype"]) for f in status["alert"]["inputFields"]) == [
+        ("alert_threshold", "TRANSFORMATION"), ("signal", "TRANSFORMATION"),
+    ]  # fmt: skip
+    silver = events["iot.silver.device_events"]["outputs"]
+    columns = next(o for o in silver if o["name"].endswith("silver/device_events"))["facets"]["columnLineage"]
+    assert [(f["name"], f["field"]) for f in columns["fields"]["location"]["inputFields"]] == [
+        (f"{lake.root}/reference/iot/devices.csv", "location")
+    ]
+    assert {e["eventType"] for e in events.values()} == {"START"}
 
 
 def drop_last_commit(lake: Lake, table: str) -> int:

@@ -1,0 +1,113 @@
+"""OpenLineage events of the flows (``lakehouse.monitoring.lineage``): names as OpenLineage's
+naming convention says, the configured endpoint or ``ops.lineage``. A stream's own events:
+tests/lakehouse/run/test_stream.py (accounting test)."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from pathlib import Path
+
+import pytest
+from openlineage.client.serde import Serde
+
+from lakehouse.core.lake import Lake
+from lakehouse.monitoring import lineage
+from lakehouse.plan.lineage import ColumnLineage
+from lakehouse.spec import Pipeline
+
+SILVER_COLUMNS = ColumnLineage(
+    fields={
+        "event_id": {("bronze.device_events", "event_id"): "IDENTITY"},
+        "location": {("reference/devices", "location"): "IDENTITY"},
+        "event_date": {("bronze.device_events", "event_time"): "TRANSFORMATION"},
+        "registered": {},
+    },
+    dataset={("bronze.device_events", "device"): {"JOIN"}},
+)
+
+
+def test_storage_locations_are_named_as_openlineage_says() -> None:
+    assert lineage.dataset_name("/lake/tables/silver/x") == ("file", "/lake/tables/silver/x")
+    assert lineage.dataset_name("file:/lake/t") == ("file", "/lake/t")
+    assert lineage.dataset_name("s3a://lake/lake/tables/gold/y") == ("s3://lake", "lake/tables/gold/y")
+    assert lineage.dataset_name("kafka://b1:9092,b2:9092/iot.events") == (
+        "kafka://b1:9092,b2:9092",
+        "iot.events",
+    )
+
+
+def test_a_flows_event_holds_its_declared_graph_columns_and_airflow_parent(
+    iot: Pipeline, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("AIRFLOW_CTX_DAG_ID", "iot_stream_deploy")
+    monkeypatch.setenv("AIRFLOW_CTX_DAG_RUN_ID", "manual__2026-12-07")
+    lake = Lake("s3a://lake/lake")
+    run_id = lineage.new_run_id()
+    event = lineage.flow_event(
+        lake, iot, iot.table("silver.device_events"), "COMPLETE", run_id,
+        processing="BATCH", columns=SILVER_COLUMNS, schema={"event_id": "string"}, rows=42,
+    )  # fmt: skip
+    doc = json.loads(Serde.to_json(event))
+    assert doc["eventType"] == "COMPLETE" and doc["run"]["runId"] == run_id
+    assert uuid.UUID(run_id).version == 7
+    assert doc["job"] == {
+        "namespace": "lakehouse",
+        "name": "iot.silver.device_events",
+        "facets": {
+            "jobType": {**doc["job"]["facets"]["jobType"], "processingType": "BATCH", "jobType": "FLOW"}
+        },
+    }
+    assert sorted((d["namespace"], d["name"]) for d in doc["inputs"]) == [
+        ("s3://lake", "lake/reference/iot/devices.csv"),
+        ("s3://lake", "lake/tables/bronze/device_events"),
+    ]
+    outputs = {d["name"]: d for d in doc["outputs"]}
+    assert sorted(outputs) == [
+        "lake/tables/quarantine/silver_device_events",
+        "lake/tables/silver/device_events",
+    ]
+    silver = outputs["lake/tables/silver/device_events"]
+    assert silver["facets"]["symlinks"]["identifiers"] == [
+        {"namespace": "s3://lake", "name": "silver.device_events", "type": "TABLE"}
+    ]
+    assert silver["facets"]["schema"]["fields"] == [{"name": "event_id", "type": "string", "fields": []}]
+    assert silver["outputFacets"]["outputStatistics"]["rowCount"] == 42
+    fields = silver["facets"]["columnLineage"]["fields"]
+    assert sorted(fields) == ["event_date", "event_id", "location"]  # no input: no entry
+    assert fields["location"]["inputFields"] == [
+        {"namespace": "s3://lake", "name": "lake/reference/iot/devices.csv", "field": "location",
+         "transformations": [{"type": "DIRECT", "subtype": "IDENTITY"}]}
+    ]  # fmt: skip
+    assert silver["facets"]["columnLineage"]["dataset"] == [
+        {"namespace": "s3://lake", "name": "lake/tables/bronze/device_events", "field": "device",
+         "transformations": [{"type": "INDIRECT", "subtype": "JOIN"}]}
+    ]  # fmt: skip
+    parent = doc["run"]["facets"]["parent"]
+    assert (parent["job"]["namespace"], parent["job"]["name"]) == ("airflow", "iot_stream_deploy")
+    assert parent["run"]["runId"] == str(
+        uuid.uuid5(uuid.NAMESPACE_URL, "airflow/iot_stream_deploy/manual__2026-12-07")
+    )
+    for facet in (silver["facets"]["schema"], silver["facets"]["columnLineage"], parent):
+        assert facet["_schemaURL"].startswith("https://openlineage.io/spec/facets/")
+
+
+def test_events_go_to_the_configured_endpoint_else_to_ops_lineage(
+    iot: Pipeline, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, webhook
+) -> None:
+    lake = Lake(str(tmp_path / "lake"))
+    table = iot.table("gold.device_status")
+    first = lineage.flow_event(lake, iot, table, "START", lineage.new_run_id())
+    lineage.emit(lake, first)
+    assert [e["run"]["runId"] for e in lineage.LineageLog(lake).events()] == [first.run.runId]
+    assert lineage.LineageLog(lake).events()[0] == json.loads(Serde.to_json(first))
+
+    url, received = webhook
+    monkeypatch.setenv("OPENLINEAGE_URL", url.split("/hooks")[0])
+    second = lineage.flow_event(lake, iot, table, "COMPLETE", first.run.runId)
+    lineage.emit(lake, second)
+    assert [(e["eventType"], e["job"]["name"]) for e in received] == [("COMPLETE", "iot.gold.device_status")]
+    assert len(lineage.LineageLog(lake).events()) == 1, "sent to the endpoint, not also to ops.lineage"
+
+    monkeypatch.setenv("OPENLINEAGE_URL", "http://127.0.0.1:1")  # nobody listens: logged, not raised
+    lineage.emit(lake, second)
