@@ -17,6 +17,7 @@ import hashlib
 import json
 import logging
 import os
+import time
 import uuid
 from typing import TYPE_CHECKING, Any
 
@@ -25,9 +26,10 @@ import pyarrow as pa
 from lakehouse import __version__
 from lakehouse.core import times
 from lakehouse.monitoring.ops_tables import LINEAGE_TABLE, append_rows, read_table
+from lakehouse.plan.lineage import inputs_of, outputs_of
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Callable, Mapping
 
     import polars as pl
     from openlineage.client.event_v2 import RunEvent
@@ -64,37 +66,6 @@ def dataset_name(location: str) -> tuple[str, str]:
             bucket, _, key = location.removeprefix(scheme).partition("/")
             return f"{'s3' if scheme.startswith('s3') else scheme[:-3]}://{bucket}", key
     return "file", location.removeprefix("file://").removeprefix("file:")
-
-
-def inputs_of(lake: Lake, pipeline: Pipeline, table: Table) -> dict[str, str]:
-    """What ``table``'s flow reads: dataset label -> location (the labels column lineage uses)."""
-    found: dict[str, str] = {}
-    source = table.source
-    if source is not None:
-        folder = source.landing_folder(table.short_name)
-        if folder is not None:
-            found[f"landing/{pipeline.name}/{folder}"] = lake.landing(pipeline.name, folder)
-        elif source.kind == "kafka":
-            servers = getattr(source, "bootstrap_servers", None) or os.environ.get(
-                "LAKEHOUSE_KAFKA_BOOTSTRAP_SERVERS", "unknown"
-            )
-            for topic in source.location.split(","):
-                found[f"kafka:{topic}"] = f"kafka://{servers}/{topic}"
-        else:
-            found[source.label(pipeline.name, table.short_name)] = source.location
-    for upstream in table.upstream_names:
-        found[upstream] = lake.table(upstream)
-    for name in table.lookups:
-        found[f"reference/{name}"] = lake.reference(pipeline.name, pipeline.lookup(name).file)
-    return found
-
-
-def outputs_of(lake: Lake, table: Table) -> dict[str, str]:
-    """What ``table``'s flow writes: the table, and its quarantine when rows can be dropped."""
-    found = {table.name: lake.table(table.name)}
-    if any(e.action == "drop" for e in table.expectations):
-        found[table.quarantine] = lake.table(table.quarantine)
-    return found
 
 
 def flow_event(
@@ -217,6 +188,24 @@ def _airflow_parent() -> tuple[str, str] | None:
     if not dag_id or not run_id:
         return None
     return dag_id, str(uuid.uuid5(uuid.NAMESPACE_URL, f"airflow/{dag_id}/{run_id}"))
+
+
+# How often a running stream reports that its lineage run goes on (a RUNNING event, after a commit).
+HEARTBEAT_SECONDS = 600.0
+
+
+class Heartbeat:
+    """Calls ``send`` after a commit when ``every`` seconds passed since the run started or
+    last reported: a stream that runs for weeks shows as running, not as started once."""
+
+    def __init__(self, send: Callable[[], None], every: float = HEARTBEAT_SECONDS) -> None:
+        self.send, self.every = send, every
+        self.last = time.monotonic()
+
+    def beat(self) -> None:
+        if time.monotonic() - self.last >= self.every:
+            self.last = time.monotonic()
+            self.send()
 
 
 def new_run_id() -> str:

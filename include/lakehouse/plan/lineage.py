@@ -14,6 +14,7 @@ Python API for its nodes.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -21,6 +22,9 @@ if TYPE_CHECKING:
     from collections.abc import Mapping
 
     from pyspark.sql import DataFrame
+
+    from lakehouse.core.lake import Lake
+    from lakehouse.spec import Pipeline, Table
 
 # The strongest wins when a column reaches an input by several paths.
 DIRECT_ORDER = {"IDENTITY": 0, "TRANSFORMATION": 1, "AGGREGATION": 2}
@@ -195,3 +199,43 @@ def _dataset(location: str | None, known: Mapping[str, str]) -> str | None:
         if place == root or place.startswith(root + "/"):
             return dataset
     return None
+
+
+def inputs_of(lake: Lake, pipeline: Pipeline, table: Table) -> dict[str, str]:
+    """What ``table``'s flow reads: dataset label -> location (the labels column lineage uses)."""
+    found: dict[str, str] = {}
+    source = table.source
+    if source is not None:
+        folder = source.landing_folder(table.short_name)
+        if folder is not None:
+            found[f"landing/{pipeline.name}/{folder}"] = lake.landing(pipeline.name, folder)
+        elif source.kind == "kafka":
+            servers = getattr(source, "bootstrap_servers", None) or os.environ.get(
+                "LAKEHOUSE_KAFKA_BOOTSTRAP_SERVERS", "unknown"
+            )
+            for topic in source.location.split(","):
+                found[f"kafka:{topic}"] = f"kafka://{servers}/{topic}"
+        else:
+            found[source.label(pipeline.name, table.short_name)] = source.location
+    for upstream in table.upstream_names:
+        found[upstream] = lake.table(upstream)
+    for name in table.lookups:
+        found[f"reference/{name}"] = lake.reference(pipeline.name, pipeline.lookup(name).file)
+    return found
+
+
+def outputs_of(lake: Lake, table: Table) -> dict[str, str]:
+    """What ``table``'s flow writes: the table, and its quarantine when rows can be dropped."""
+    found = {table.name: lake.table(table.name)}
+    if any(e.action == "drop" for e in table.expectations):
+        found[table.quarantine] = lake.table(table.quarantine)
+    return found
+
+
+def described(df: DataFrame, lake: Lake, pipeline: Pipeline, table: Table) -> dict[str, Any]:
+    """The column lineage and schema of ``table``'s flow computing ``df``, as
+    ``lakehouse.monitoring.lineage.flow_event`` takes them."""
+    return {
+        "columns": column_lineage(df, inputs_of(lake, pipeline, table)),
+        "schema": {f.name: f.dataType.simpleString() for f in df.schema.fields},
+    }

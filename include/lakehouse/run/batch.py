@@ -17,12 +17,14 @@ import logging
 import time
 import uuid
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from lakehouse import delta
 from lakehouse.core.errors import UsageError
 from lakehouse.flows import Flow, kind_of
+from lakehouse.monitoring import lineage
 from lakehouse.plan import compatibility
+from lakehouse.plan.lineage import described
 from lakehouse.quality.gate import QualityGate
 from lakehouse.run.publish import Phases, judge, publish
 from lakehouse.slices import Slice, union
@@ -121,11 +123,13 @@ def recompute(
         versions = (as_of or {}).get(table.name)
 
         phases: dict[str, float] = {}
+        facts: dict[str, Any] = {}  # the flow's column lineage and schema, for its lineage event
 
         def attempt(
             table: Table = table, table_slice: Slice = table_slice,
             writer: TableWriter = writer, gate: QualityGate | None = gate, cut: Cut = cut, flow: Flow = flow,
             versions: Mapping[str, int] | None = versions, phases: dict[str, float] = phases,
+            facts: dict[str, Any] = facts,
         ) -> None:  # fmt: skip
             phases.clear()  # the phases of the attempt that committed
             planning = time.perf_counter()
@@ -139,6 +143,7 @@ def recompute(
                 settlements=settlements,
             ) as df:
                 created = writer.ensure(df)
+                facts.update(_described(df, flow))
                 phases["plan"] = time.perf_counter() - planning
                 phases.update(
                     _write_slice(
@@ -157,7 +162,9 @@ def recompute(
                 delta.retry_on_conflict(attempt, f"backfill {table.name} {table_slice.label}")
         except Exception as exc:
             if not flow.kind.leaves_slice(flow, exc):
+                _report(flow, "FAIL", facts, error=f"backfill {table_slice.label}: {exc}")
                 raise
+            _report(flow, "ABORT", facts, error=f"backfill {table_slice.label} left as it is: {exc}")
             log.warning("backfill %s %s: left as it is: %s", table.name, table_slice.label, exc)
             # (a version asked for that does not exist is a mistake to fix, not a reason to wait)
             waiting = (
@@ -177,6 +184,7 @@ def recompute(
             continue
         rows = delta.rows_written(spark, writer.path)
         step = BackfillStep(table.name, table_slice, rows, time.monotonic() - started, dict(phases))
+        _report(flow, "COMPLETE", facts, rows=rows)
         log.info(
             "backfill %d/%d %s: %s rows in %.1f s (%s)",
             number,
@@ -188,6 +196,33 @@ def recompute(
         )
         steps.append(step)
     return steps
+
+
+def _described(df: DataFrame, flow: Flow) -> dict[str, Any]:
+    try:
+        return described(df, flow.lake, flow.pipeline, flow.table)
+    except Exception as exc:  # lineage is a report: it never fails the backfill
+        log.warning("no column lineage for %s: %s", flow.table.name, exc)
+        return {}
+
+
+def _report(flow: Flow, state: str, facts: Mapping[str, Any], **more: Any) -> None:
+    """The OpenLineage event of one table's backfill step (a batch run of its flow)."""
+    try:
+        event = lineage.flow_event(
+            flow.lake,
+            flow.pipeline,
+            flow.table,
+            state,
+            lineage.new_run_id(),
+            processing="BATCH",
+            **facts,
+            **more,
+        )
+    except Exception as exc:
+        log.warning("no lineage event for %s: %s", flow.table.name, exc)
+        return
+    lineage.emit(flow.lake, event)
 
 
 def _write_slice(

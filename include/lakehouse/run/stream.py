@@ -25,7 +25,7 @@ from lakehouse.monitoring import lineage
 from lakehouse.monitoring.listener import ProgressRecorder
 from lakehouse.monitoring.progress import BATCH_TIMINGS, ProgressLog, input_rows, query_name
 from lakehouse.plan import compatibility
-from lakehouse.plan.lineage import column_lineage
+from lakehouse.plan.lineage import described
 from lakehouse.quality.gate import QualityGate, Verdict
 from lakehouse.run import failures
 from lakehouse.run.codegen import CodegenBySize
@@ -127,6 +127,7 @@ class FlowSink:
         self._bound = threading.Event()
         self.codegen = CodegenBySize()
         self._first_of_run = True  # the one batch of this query run that can be a replay
+        self.heartbeat: lineage.Heartbeat | None = None  # the flow's lineage run, while it runs
 
     def cache_if_needed(self, shape: compatibility.FlowShape) -> None:
         """Cache each batch only when the flow reads it more than once (a gate, a recomputation,
@@ -243,6 +244,8 @@ class FlowSink:
         self._committed()
 
     def _committed(self) -> None:
+        if self.heartbeat is not None:
+            self.heartbeat.beat()
         if self.on_first_commit is not None:
             record, self.on_first_commit = self.on_first_commit, None
             record()
@@ -308,19 +311,26 @@ class StreamRunner:
             stream = stream.trigger(processingTime=trigger.interval)
         query = stream.start()
         sink.bind(query)
-        self._report_lineage(table, plan.rows, str(query.runId))
+        run_id = str(query.runId)
+        self._report_lineage(table, "START", run_id, rows=plan.rows)
+        sink.heartbeat = lineage.Heartbeat(lambda: self._report_lineage(table, "RUNNING", run_id))
         return query
 
-    def _report_lineage(self, table: Table, rows: DataFrame, run_id: str) -> None:
-        """The flow's OpenLineage START event: what it reads and writes, its columns' lineage
-        from the analyzed plan. A report: it never fails the start."""
+    def _report_lineage(
+        self,
+        table: Table,
+        state: str,
+        run_id: str,
+        *,
+        rows: DataFrame | None = None,
+        error: str | None = None,
+    ) -> None:
+        """An OpenLineage event of the flow's run (the streaming query's run): at START what it
+        reads and writes and its columns' lineage from the analyzed plan ``rows``; RUNNING now
+        and then while it commits; COMPLETE or FAIL when it ends. A report: it never fails the flow."""
         try:
-            inputs = lineage.inputs_of(self.lake, self.pipeline, table)
-            event = lineage.flow_event(
-                self.lake, self.pipeline, table, "START", run_id,
-                columns=column_lineage(rows, inputs),
-                schema={f.name: f.dataType.simpleString() for f in rows.schema.fields},
-            )  # fmt: skip
+            facts = described(rows, self.lake, self.pipeline, table) if rows is not None else {}
+            event = lineage.flow_event(self.lake, self.pipeline, table, state, run_id, error=error, **facts)
         except Exception as exc:
             log.warning("no lineage for %s: %s", table.name, exc)
             return
@@ -393,6 +403,9 @@ class StreamRunner:
         run.absorb(query)
         self.recorder.wait_terminated(run.query_id, timeout=30)
         run.seconds = time.monotonic() - started
+        self._report_lineage(
+            table, "FAIL" if run.exception else "COMPLETE", str(query.runId), error=run.exception
+        )
         if run.exception:
             raise FlowFailed(f"{self.pipeline.name}.{table.name} failed: {run.exception}")
         return run
@@ -461,6 +474,9 @@ class StreamRunner:
                     query.stop()
                 runs[name].absorb(query)
                 self.recorder.wait_terminated(str(query.id), timeout=30)
+                error = runs[name].exception
+                ended = "COMPLETE" if graceful or not signals.fenced() else "ABORT"  # ABORT: fenced off
+                self._report_lineage(by_name[name], "FAIL" if error else ended, str(query.runId), error=error)
 
         def launch(name: str) -> None:
             try:

@@ -111,3 +111,15 @@ def test_events_go_to_the_configured_endpoint_else_to_ops_lineage(
 
     monkeypatch.setenv("OPENLINEAGE_URL", "http://127.0.0.1:1")  # nobody listens: logged, not raised
     lineage.emit(lake, second)
+
+
+def test_a_running_stream_reports_now_and_then_not_every_commit() -> None:
+    sent: list[int] = []
+    often, seldom = (
+        lineage.Heartbeat(lambda: sent.append(1), every=0),
+        lineage.Heartbeat(lambda: sent.append(2)),
+    )
+    for _ in range(3):
+        often.beat()
+        seldom.beat()
+    assert sent == [1, 1, 1]

@@ -17,6 +17,7 @@ from pyspark.testing import assertDataFrameEqual
 from lakehouse.core.config import Settings
 from lakehouse.core.lake import Lake
 from lakehouse.monitoring.events import EventLog
+from lakehouse.monitoring.lineage import LineageLog
 from lakehouse.plan.generators import Landing
 from lakehouse.run import coordination
 from lakehouse.run.stream import StreamRunner
@@ -93,6 +94,14 @@ def test_a_backfill_beside_continuous_streams_gives_the_tables_of_the_streams_al
         keeper.close()
         runner.close()
     assert not lost.is_set()
+    # each stream's run is an OpenLineage run: started, then completed (paused for the backfill,
+    # stopped at the end); a flow resumed after the backfill is a new run
+    streamed: dict[str, list[str]] = {}
+    for event in LineageLog(lake).events():
+        if event["job"]["facets"]["jobType"]["processingType"] == "STREAMING":
+            streamed.setdefault(event["run"]["runId"], []).append(event["eventType"])
+    assert set(map(tuple, streamed.values())) == {("START", "COMPLETE")}
+    assert len(streamed) > len(names)
 
     # the same landing files through the streams alone
     alone = Lake(str(tmp_path / "alone"))
@@ -191,6 +200,21 @@ def test_a_first_backfill_computes_never_streamed_flows_once_and_gives_the_batch
     assert json.loads(recorded[1]["details"]) == {
         "range": Slice(START, START + timedelta(hours=1)).label, "rows": {bronze.name: before},
     }  # fmt: skip
+    # each table's backfill step is an OpenLineage batch run of its flow, with the rows it wrote
+    batch_runs = [
+        (e["job"]["name"], e["eventType"], {o["name"]: o["outputFacets"].get("outputStatistics", {}).get("rowCount")
+                                            for o in e["outputs"]})
+        for e in LineageLog(lake).events()
+        if e["job"]["facets"]["jobType"]["processingType"] == "BATCH"
+    ]  # fmt: skip
+    assert [(job, state) for job, state, _ in batch_runs] == [
+        ("iot.silver.device_events", "COMPLETE"), ("iot.gold.device_type_stats", "COMPLETE"),
+        ("iot.bronze.device_events", "COMPLETE"),
+    ]  # fmt: skip
+    assert (
+        batch_runs[0][2][lake.table("silver.device_events")] == read(batched, "silver.device_events").count()
+    )
+    assert batch_runs[2][2][lake.table(bronze.name)] == before
 
 
 @pytest.mark.slow  # a long Spark scenario (tests/conftest.py: test tiers)
