@@ -14,7 +14,6 @@ Python API for its nodes.
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -75,7 +74,7 @@ def leaf_location(node: Any) -> str | None:
             options = node.extraOptions()
             for key in ("subscribe", "subscribePattern", "assign"):
                 if options.containsKey(key):
-                    return f"kafka:{options.get(key)}"
+                    return f"kafka://{options.get('kafka.bootstrap.servers')}/{options.get(key)}"
             path = options.get("path")
             return str(path) if path else None
         if name == "LogicalRelation":
@@ -204,19 +203,10 @@ def _dataset(location: str | None, known: Mapping[str, str]) -> str | None:
 def inputs_of(lake: Lake, pipeline: Pipeline, table: Table) -> dict[str, str]:
     """What ``table``'s flow reads: dataset label -> location (the labels column lineage uses)."""
     found: dict[str, str] = {}
-    source = table.source
-    if source is not None:
+    if (source := table.source) is not None:
         folder = source.landing_folder(table.short_name)
-        if folder is not None:
-            found[f"landing/{pipeline.name}/{folder}"] = lake.landing(pipeline.name, folder)
-        elif source.kind == "kafka":
-            servers = getattr(source, "bootstrap_servers", None) or os.environ.get(
-                "LAKEHOUSE_KAFKA_BOOTSTRAP_SERVERS", "unknown"
-            )
-            for topic in source.location.split(","):
-                found[f"kafka:{topic}"] = f"kafka://{servers}/{topic}"
-        else:
-            found[source.label(pipeline.name, table.short_name)] = source.location
+        landing = lake.landing(pipeline.name, folder) if folder is not None else None
+        found.update(source.lineage_inputs(source.label(pipeline.name, table.short_name), landing))
     for upstream in table.upstream_names:
         found[upstream] = lake.table(upstream)
     for name in table.lookups:

@@ -123,3 +123,17 @@ def test_a_running_stream_reports_now_and_then_not_every_commit() -> None:
         often.beat()
         seldom.beat()
     assert sent == [1, 1, 1]
+
+
+def test_a_kafka_source_is_named_by_its_brokers_and_each_topic() -> None:
+    from lakehouse.spec.sources import KafkaTopic
+
+    topic = KafkaTopic(topics=["orders", "refunds"], schema="id STRING", bootstrap_servers="b1:9092,b2:9092")
+    found = topic.lineage_inputs("orders, refunds", None)
+    assert found == {
+        "kafka:orders": "kafka://b1:9092,b2:9092/orders",
+        "kafka:refunds": "kafka://b1:9092,b2:9092/refunds",
+    }
+    assert [lineage.dataset_name(v) for v in found.values()] == [
+        ("kafka://b1:9092,b2:9092", "orders"), ("kafka://b1:9092,b2:9092", "refunds"),
+    ]  # fmt: skip

@@ -117,6 +117,11 @@ class Source:
         folder = self.landing_folder(table)
         return f"landing/{pipeline}/{folder}" if folder is not None else self.kind
 
+    def lineage_inputs(self, label: str, landing: str | None) -> dict[str, str]:
+        """Where it reads, as lineage names its input datasets: label -> location (a path or
+        URI; ``landing``: the path of its landing folder, if it reads one)."""
+        return {label: landing if landing is not None else self.location}
+
     def configured(self, deployment: Mapping[str, str]) -> Source:
         """This source as a deployment runs it: ``deployment`` holds the deployment's settings by
         name (e.g. ``kafka_bootstrap_servers``, which a Kafka source without its own brokers

@@ -63,6 +63,10 @@ class KafkaTopic(Source):
     def label(self, pipeline: str, table: str) -> str:
         return ", ".join(self.topics)
 
+    def lineage_inputs(self, label: str, landing: str | None) -> dict[str, str]:
+        servers = self.bootstrap_servers or "unconfigured"
+        return {f"kafka:{topic}": f"kafka://{servers}/{topic}" for topic in self.topics}
+
     def configured(self, deployment: Mapping[str, str]) -> KafkaTopic:
         if self.bootstrap_servers is None and (servers := deployment.get(KAFKA_SERVERS)):
             return evolve(self, bootstrap_servers=servers)
