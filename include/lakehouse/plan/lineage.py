@@ -203,7 +203,7 @@ def _dataset(location: str | None, known: Mapping[str, str]) -> str | None:
 def inputs_of(lake: Lake, pipeline: Pipeline, table: Table) -> dict[str, str]:
     """What ``table``'s flow reads: dataset label -> location (the labels column lineage uses)."""
     found: dict[str, str] = {}
-    if (source := table.source) is not None:
+    for source in table.sources[:1]:  # the one this deployment reads (none: it reads tables)
         folder = source.landing_folder(table.short_name)
         landing = lake.landing(pipeline.name, folder) if folder is not None else None
         found.update(source.lineage_inputs(source.label(pipeline.name, table.short_name), landing))
