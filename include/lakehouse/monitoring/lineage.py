@@ -94,10 +94,11 @@ def flow_event(
         symlinks_dataset,
     )
 
-    inputs = inputs_of(lake, pipeline, table)
+    inputs, outputs = inputs_of(lake, pipeline, table), outputs_of(lake, table)
+    tables = {*table.upstream_names, *outputs}  # the datasets that are tables of the lake
 
     def facets(label: str) -> dict[str, Any]:
-        if "." not in label or "/" in label or ":" in label:
+        if label not in tables:
             return {}
         namespace, _ = dataset_name(lake.table(label))
         return {
@@ -110,7 +111,7 @@ def flow_event(
         InputDataset(*dataset_name(location), facets=facets(label)) for label, location in inputs.items()
     ]
     output_datasets = []
-    for label, location in outputs_of(lake, table).items():
+    for label, location in outputs.items():
         dataset_facets = facets(label)
         output_facets: dict[str, Any] = {}
         if label == table.name:

@@ -49,11 +49,6 @@ class ColumnLineage:
     fields: dict[str, dict[Column, str]] = field(default_factory=dict)
     dataset: dict[Column, set[str]] = field(default_factory=dict)
 
-    def inputs(self) -> set[str]:
-        """The input datasets any column comes from or depends on."""
-        found = {dataset for sources in self.fields.values() for dataset, _ in sources}
-        return found | {dataset for dataset, _ in self.dataset}
-
 
 def _seq(scala: Any) -> list[Any]:
     return [] if scala is None else [scala.apply(i) for i in range(scala.size())]
@@ -64,7 +59,7 @@ def _option(value: Any) -> Any:
 
 
 def leaf_location(node: Any) -> str | None:
-    """Where a leaf of the plan reads: a path, or ``kafka:<topics>``; ``None`` if unknown."""
+    """Where a leaf of the plan reads: a path, or ``kafka://<brokers>/<topics>``; ``None`` if unknown."""
     name = node.nodeName()
     try:
         if name == "StreamingRelation":
@@ -125,6 +120,7 @@ def column_lineage(df: DataFrame, locations: Mapping[str, str]) -> ColumnLineage
         for child in children:
             walk(child)
         outputs = _seq(node.output())
+        inputs = [_seq(child.output()) for child in children]  # each child's columns, once
         if not children:
             dataset = _dataset(leaf_location(node), known)
             if dataset is not None:
@@ -148,14 +144,10 @@ def column_lineage(df: DataFrame, locations: Mapping[str, str]) -> ColumnLineage
             key = attribute.exprId().id()
             if key in aliases:
                 alias = aliases[key]
-                if alias.child().nodeName() == "AttributeReference":
-                    floor = "AGGREGATION" if name == "Aggregate" and not _grouped(node, alias) else None
-                else:
-                    floor = (
-                        "AGGREGATION"
-                        if name == "Aggregate" and not _grouped(node, alias)
-                        else "TRANSFORMATION"
-                    )
+                if name == "Aggregate" and not _grouped(node, alias):
+                    floor: str | None = "AGGREGATION"
+                else:  # a rename keeps its input's subtype; anything else transforms it
+                    floor = None if alias.child().nodeName() == "AttributeReference" else "TRANSFORMATION"
                 sources[key] = of(_references(alias), floor)
             elif name == "Expand":  # a row per projection: each column's value in each
                 found = {}
@@ -164,12 +156,12 @@ def column_lineage(df: DataFrame, locations: Mapping[str, str]) -> ColumnLineage
                 sources[key] = found
             elif name == "Union":  # the first child's ids; the others' columns by position
                 found = dict(sources.get(key, {}))
-                for child in children[1:]:
-                    merge(found, sources.get(_seq(child.output())[position].exprId().id(), {}))
+                for columns in inputs[1:]:
+                    merge(found, sources.get(columns[position].exprId().id(), {}))
                 sources[key] = found
             elif key not in sources:  # made by the node itself (a generator, a pandas function)
-                sources[key] = of(_references(node) or [a.exprId().id() for c in children for a in _seq(c.output())],
-                                  "TRANSFORMATION")  # fmt: skip
+                read = _references(node) or [a.exprId().id() for columns in inputs for a in columns]
+                sources[key] = of(read, "TRANSFORMATION")
 
     plan = df._jdf.queryExecution().analyzed()  # noqa: SLF001 (no Python API for the plan's nodes)
     walk(plan)
