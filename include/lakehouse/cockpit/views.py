@@ -21,6 +21,7 @@ from deltalake import DeltaTable
 from lakehouse import __version__
 from lakehouse.core.lake import Lake
 from lakehouse.models.store import ModelStore
+from lakehouse.monitoring import lineage
 from lakehouse.monitoring.alerts import AlertLog
 from lakehouse.monitoring.events import EventLog
 from lakehouse.monitoring.freshness import FreshnessLog
@@ -501,19 +502,59 @@ def pipeline_page(
     states = {f["flow"]: f["state"] for f in page["flows"]}
     quarantined = {t["name"]: (t["quarantine"] or {}).get("rows") for t in tables}
     mine = reads.history.filter(pl.col("pipeline") == pipeline.name)
+    graph = _graph(pipeline, states, quarantined, reads.aliases)
     return {
         **page,
         "generated_at": _iso(now),
         "version": __version__,
         "range_hours": hours,
         "set_aside": [{"flow": flow, "why": why} for flow, why in pipeline.set_aside],
-        "graph": _graph(pipeline, states, quarantined, reads.aliases),
+        "graph": graph,
+        "columns": _columns(reads.lake, pipeline, graph),
         "series": _series(mine, start, now),
         "charts": [[key, title] for key, (title, _) in CHARTS.items()],
         "phases": list(PHASES),
         "tables": tables,
         "plan": FlowControl.of(settings, pipeline.name).latest_plan(),
         "events": _events(reads.lake, pipeline, now),
+    }
+
+
+def _columns(lake: Lake, pipeline: Pipeline, graph: dict[str, Any]) -> dict[str, Any]:
+    """Column lineage on the graph's nodes: every column a flow writes or reads, with its direct
+    inputs, every column upstream and downstream of it, and per table the columns that decide
+    which rows it keeps; ``elsewhere`` when no event is here because lineage goes to the user's
+    OpenLineage backend."""
+    found = lineage.column_graph(lake, pipeline)
+    node = {n.get("label", n["id"]): n["id"] for n in graph["nodes"] if n["kind"] != "model"}
+    order = {n["id"]: i for i, n in enumerate(graph["nodes"])}
+
+    def named(column: tuple[str, str]) -> dict[str, str]:
+        return {"node": node.get(column[0], column[0]), "column": column[1]}
+
+    known = dict.fromkeys(
+        [(t, c) for t, columns in found.schemas.items() for c in columns]
+        + list(found.inputs)
+        + [c for inputs in found.inputs.values() for c in inputs]
+    )
+    columns = [
+        {
+            **named(column),
+            "inputs": [{**named(c), "subtype": s} for c, s in found.inputs.get(column, {}).items()],
+            "upstream": [named(c) for c in found.upstream(column)],
+            "downstream": [named(c) for c in found.downstream(column)],
+        }
+        for column in known
+    ]
+    columns.sort(key=lambda c: (order.get(c["node"], len(order)), c["node"]))  # stable: schema order
+    return {
+        "columns": columns,
+        "selected_by": {
+            table: [{**named(c), "subtypes": s} for c, s in selected.items()]
+            for table, selected in found.selected_by.items()
+            if selected
+        },
+        "elsewhere": not columns and lineage.configured(),
     }
 
 

@@ -19,6 +19,7 @@ import logging
 import os
 import time
 import uuid
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
@@ -29,13 +30,13 @@ from lakehouse.monitoring.ops_tables import LINEAGE_TABLE, append_rows, read_tab
 from lakehouse.plan.lineage import inputs_of, outputs_of
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Mapping
+    from collections.abc import Callable, Iterable, Mapping
 
     import polars as pl
     from openlineage.client.event_v2 import RunEvent
 
     from lakehouse.core.lake import Lake
-    from lakehouse.plan.lineage import ColumnLineage
+    from lakehouse.plan.lineage import Column, ColumnLineage
     from lakehouse.spec import Pipeline, Table
 
 log = logging.getLogger("lakehouse.lineage")
@@ -86,10 +87,8 @@ def flow_event(
     from openlineage.client.event_v2 import InputDataset, Job, OutputDataset, Run, RunEvent, RunState
     from openlineage.client.facet_v2 import (
         column_lineage_dataset,
-        error_message_run,
         job_type_job,
         output_statistics_output_dataset,
-        parent_run,
         schema_dataset,
         symlinks_dataset,
     )
@@ -130,15 +129,6 @@ def flow_event(
         output_datasets.append(
             OutputDataset(*dataset_name(location), facets=dataset_facets, outputFacets=output_facets)
         )
-    run_facets: dict[str, Any] = {}
-    if parent := _airflow_parent():
-        run_facets["parent"] = parent_run.ParentRunFacet(
-            run=parent_run.Run(runId=parent[1]), job=parent_run.Job(namespace="airflow", name=parent[0])
-        )
-    if error:
-        run_facets["errorMessage"] = error_message_run.ErrorMessageRunFacet(
-            message=error, programmingLanguage="python"
-        )
     job_facets = {
         "jobType": job_type_job.JobTypeJobFacet(
             processingType=processing, integration="LAKEHOUSE", jobType="FLOW"
@@ -147,10 +137,94 @@ def flow_event(
     return RunEvent(
         eventType=RunState[event_type],
         eventTime=times.now().isoformat(),
-        run=Run(runId=run_id, facets=run_facets),
+        run=Run(runId=run_id, facets=_run_facets(error)),
         job=Job(namespace=JOB_NAMESPACE, name=f"{pipeline.name}.{table.name}", facets=job_facets),
         inputs=input_datasets,
         outputs=output_datasets,
+        producer=PRODUCER,
+    )
+
+
+@dataclass(frozen=True)
+class Assertion:
+    """One expectation's outcome in a quality run (OpenLineage's data-quality assertion)."""
+
+    assertion: str  # what is asserted: the GX expectation type (``expect_column_values_to_be_unique``)
+    name: str  # the expectation's label (its ``name=``, else type and columns)
+    success: bool
+    column: str | None = None
+    severity: str | None = None  # GX's: ``critical``, or ``warning`` for a ``warn`` action
+    actual: str | None = None  # what was found (unexpected rows, the observed value)
+
+
+def quality_event(
+    lake: Lake,
+    pipeline: Pipeline,
+    table: Table,
+    run_id: str,
+    assertions: list[Assertion],
+    *,
+    rows: int | None = None,
+    version: int | None = None,
+    error: str | None = None,
+) -> RunEvent:
+    """The OpenLineage event of a table's quality run (job ``<pipeline>.<table>.quality``): the
+    table as its input with a data-quality assertion per expectation and its row count, at the
+    Delta version the run read; FAIL when the run could not check (``error``), else COMPLETE
+    (the assertions say what passed)."""
+    from openlineage.client.event_v2 import InputDataset, Job, Run, RunEvent, RunState
+    from openlineage.client.facet_v2 import (
+        data_quality_assertions_dataset,
+        data_quality_metrics_input_dataset,
+        dataset_version_dataset,
+        job_type_job,
+        symlinks_dataset,
+    )
+
+    namespace, name = dataset_name(lake.table(table.name))
+    input_facets: dict[str, Any] = {
+        "dataQualityAssertions": data_quality_assertions_dataset.DataQualityAssertionsDatasetFacet(
+            assertions=[
+                data_quality_assertions_dataset.Assertion(
+                    assertion=a.assertion,
+                    name=a.name,
+                    success=a.success,
+                    column=a.column,
+                    severity=a.severity,
+                    actual=a.actual,
+                )
+                for a in assertions
+            ]
+        )
+    }
+    if rows is not None:
+        input_facets["dataQualityMetrics"] = (
+            data_quality_metrics_input_dataset.DataQualityMetricsInputDatasetFacet(
+                rowCount=rows, columnMetrics={}
+            )
+        )
+    dataset_facets: dict[str, Any] = {
+        "symlinks": symlinks_dataset.SymlinksDatasetFacet(
+            identifiers=[symlinks_dataset.Identifier(namespace=namespace, name=table.name, type="TABLE")]
+        )
+    }
+    if version is not None:
+        dataset_facets["version"] = dataset_version_dataset.DatasetVersionDatasetFacet(
+            datasetVersion=str(version)
+        )
+    dataset = InputDataset(namespace, name, facets=dataset_facets, inputFacets=input_facets)
+    job_facets = {
+        "jobType": job_type_job.JobTypeJobFacet(
+            processingType="BATCH", integration="LAKEHOUSE", jobType="QUALITY"
+        )
+    }
+    return RunEvent(
+        eventType=RunState.FAIL if error else RunState.COMPLETE,
+        eventTime=times.now().isoformat(),
+        run=Run(runId=run_id, facets=_run_facets(error)),
+        job=Job(namespace=JOB_NAMESPACE, name=f"{pipeline.name}.{table.name}.quality", facets=job_facets),
+        inputs=[dataset],
+        outputs=[],
         producer=PRODUCER,
     )
 
@@ -180,6 +254,83 @@ def _column_facet(module: Any, columns: ColumnLineage, inputs: Mapping[str, str]
         for subtype in sorted(subtypes)
     ]
     return module.ColumnLineageDatasetFacet(fields=fields, dataset=dataset)
+
+
+def replay_event(
+    lake: Lake,
+    pipeline: Pipeline,
+    table: Table,
+    run_id: str,
+    *,
+    landed: int | None = None,
+    versions: list[int] | None = None,
+    error: str | None = None,
+) -> RunEvent:
+    """The OpenLineage event of a quarantine replay (job ``<pipeline>.<table>.replay``): the
+    quarantine as its input (at the versions replayed), the table and the quarantine as its
+    outputs, the rows that landed in the table; COMPLETE, or FAIL with ``error``."""
+    from openlineage.client.event_v2 import InputDataset, Job, OutputDataset, Run, RunEvent, RunState
+    from openlineage.client.facet_v2 import (
+        dataset_version_dataset,
+        job_type_job,
+        output_statistics_output_dataset,
+        symlinks_dataset,
+    )
+
+    def facets(name: str) -> dict[str, Any]:
+        namespace, _ = dataset_name(lake.table(name))
+        identifier = symlinks_dataset.Identifier(namespace=namespace, name=name, type="TABLE")
+        return {"symlinks": symlinks_dataset.SymlinksDatasetFacet(identifiers=[identifier])}
+
+    read = facets(table.quarantine)
+    if versions:
+        read["version"] = dataset_version_dataset.DatasetVersionDatasetFacet(
+            datasetVersion=str(max(versions))
+        )
+    written = (
+        {
+            "outputStatistics": output_statistics_output_dataset.OutputStatisticsOutputDatasetFacet(
+                rowCount=landed
+            )
+        }
+        if landed is not None
+        else {}
+    )
+    job_facets = {
+        "jobType": job_type_job.JobTypeJobFacet(
+            processingType="BATCH", integration="LAKEHOUSE", jobType="REPLAY"
+        )
+    }
+    return RunEvent(
+        eventType=RunState.FAIL if error else RunState.COMPLETE,
+        eventTime=times.now().isoformat(),
+        run=Run(runId=run_id, facets=_run_facets(error)),
+        job=Job(namespace=JOB_NAMESPACE, name=f"{pipeline.name}.{table.name}.replay", facets=job_facets),
+        inputs=[InputDataset(*dataset_name(lake.table(table.quarantine)), facets=read)],
+        outputs=[
+            OutputDataset(
+                *dataset_name(lake.table(table.name)), facets=facets(table.name), outputFacets=written
+            ),
+            OutputDataset(*dataset_name(lake.table(table.quarantine)), facets=facets(table.quarantine)),
+        ],
+        producer=PRODUCER,
+    )
+
+
+def _run_facets(error: str | None) -> dict[str, Any]:
+    """A run's facets: the Airflow DAG run that started it, the error it ended with."""
+    from openlineage.client.facet_v2 import error_message_run, parent_run
+
+    facets: dict[str, Any] = {}
+    if parent := _airflow_parent():
+        facets["parent"] = parent_run.ParentRunFacet(
+            run=parent_run.Run(runId=parent[1]), job=parent_run.Job(namespace="airflow", name=parent[0])
+        )
+    if error:
+        facets["errorMessage"] = error_message_run.ErrorMessageRunFacet(
+            message=error, programmingLanguage="python"
+        )
+    return facets
 
 
 def _airflow_parent() -> tuple[str, str] | None:
@@ -276,3 +427,89 @@ def emit(lake: Lake, event: RunEvent) -> None:
             LineageLog(lake).emit(event)
     except Exception as exc:  # lineage is a report on the flow: it never stops one
         log.warning("could not emit the lineage event of %s: %s", event.job.name, exc)
+
+
+# ---------------------------------------------------------------------------- reading it back
+
+
+@dataclass
+class ColumnGraph:
+    """The columns of a pipeline's tables and where each comes from, as the newest lineage event
+    of each flow says. A column is (dataset, column): a dataset is a table's name, else the
+    label its flow names it by (``reference/devices``, a source's landing folder or topic)."""
+
+    inputs: dict[Column, dict[Column, str]] = field(default_factory=dict)  # -> its direct inputs
+    selected_by: dict[str, dict[Column, list[str]]] = field(default_factory=dict)  # table -> rows' deciders
+    schemas: dict[str, list[str]] = field(default_factory=dict)  # table -> its columns, in order
+
+    def upstream(self, column: Column) -> list[Column]:
+        """Every column ``column`` is computed from, through the tables in between."""
+        return _reach(column, lambda c: self.inputs.get(c, {}))
+
+    def downstream(self, column: Column) -> list[Column]:
+        """Every column computed from ``column``, through the tables in between."""
+        readers: dict[Column, list[Column]] = {}
+        for output, found in self.inputs.items():
+            for source in found:
+                readers.setdefault(source, []).append(output)
+        return _reach(column, lambda c: readers.get(c, []))
+
+
+def _reach(start: Column, step: Callable[[Column], Iterable[Column]]) -> list[Column]:
+    seen: dict[Column, None] = {}
+    todo = list(step(start))
+    while todo:
+        column = todo.pop(0)
+        if column not in seen and column != start:
+            seen[column] = None
+            todo.extend(step(column))
+    return list(seen)
+
+
+def column_graph(lake: Lake, pipeline: Pipeline) -> ColumnGraph:
+    """``pipeline``'s column graph from ``ops.lineage``: per table, the newest event of its flow
+    that carries column lineage (a stream's start, a backfill step); empty where none is there
+    (lineage sent to another backend, or a flow that never ran)."""
+    import polars as pl
+
+    events = LineageLog(lake).read().filter(pl.col("event").str.contains('"columnLineage"', literal=True))
+    newest = {r["job"]: r["event"] for r in events.sort("event_time").iter_rows(named=True)}
+    graph = ColumnGraph()
+    for table in pipeline.ordered():
+        text = newest.get(f"{JOB_NAMESPACE}/{pipeline.name}.{table.name}")
+        if text is None:
+            continue
+        event = json.loads(text)
+        labels = _labels(lake, pipeline, table, event)
+        output = next((o for o in event.get("outputs", []) if "columnLineage" in o.get("facets", {})), None)
+        if output is None:
+            continue
+        facets = output["facets"]
+        graph.schemas[table.name] = [f["name"] for f in facets.get("schema", {}).get("fields", [])]
+        for column, found in facets["columnLineage"].get("fields", {}).items():
+            graph.inputs[(table.name, column)] = {
+                (labels(f), f["field"]): f["transformations"][0].get("subtype", "")
+                for f in found.get("inputFields", [])
+            }
+        selected: dict[Column, list[str]] = {}
+        for f in facets["columnLineage"].get("dataset", []):
+            selected.setdefault((labels(f), f["field"]), []).append(
+                f["transformations"][0].get("subtype", "")
+            )
+        graph.selected_by[table.name] = selected
+    return graph
+
+
+def _labels(lake: Lake, pipeline: Pipeline, table: Table, event: dict[str, Any]) -> Callable[[dict], str]:
+    """A function naming an input field's dataset: a table by its symlink, else by the label the
+    declaration gives that location, else as OpenLineage names it."""
+    by_name = {dataset_name(location): label for label, location in inputs_of(lake, pipeline, table).items()}
+    for dataset in event.get("inputs", []):
+        for identifier in dataset.get("facets", {}).get("symlinks", {}).get("identifiers", []):
+            by_name[(dataset["namespace"], dataset["name"])] = identifier["name"]
+
+    def label(input_field: dict[str, Any]) -> str:
+        key = (input_field["namespace"], input_field["name"])
+        return by_name.get(key, f"{key[0]}/{key[1]}")
+
+    return label

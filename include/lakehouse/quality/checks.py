@@ -23,6 +23,7 @@ from great_expectations.checkpoint import UpdateDataDocsAction
 from great_expectations.core.run_identifier import RunIdentifier
 
 from lakehouse import delta
+from lakehouse.monitoring import lineage
 from lakehouse.quality import gx as qgx
 from lakehouse.quality.report import DOCS_SITE, SAMPLE, CheckResult, QualityReport, TableReport, docs_dir
 from lakehouse.quality.results import QualityLog, to_json
@@ -130,10 +131,54 @@ def run_checks(
                 reports.append(report)
                 history.append([_skip_row(run_id, pipeline, table, report.skipped or "")])
                 continue
-            report = _run_table(context, source, spark, lake, pipeline, table, declarations, run_id)
+            lineage_run = lineage.new_run_id()
+            try:
+                report = _run_table(context, source, spark, lake, pipeline, table, declarations, run_id)
+            except Exception as exc:
+                _report_lineage(lake, pipeline, table, lineage_run, [], error=str(exc))
+                raise
             reports.append(report)
             history.append([_row(run_id, pipeline, r) for r in report.results])
+            _report_lineage(lake, pipeline, table, lineage_run, report.results, version=report.version)
     return QualityReport(pipeline.name, run_id, reports, docs_dir(home), time.monotonic() - started)
+
+
+def _report_lineage(
+    lake: Lake,
+    pipeline: Pipeline,
+    table: Table,
+    run_id: str,
+    results: Sequence[CheckResult],
+    version: int | None = None,
+    error: str | None = None,
+) -> None:
+    """The run's OpenLineage event: an assertion per expectation, the rows checked."""
+    by_label = {d.label: d for d in suite_declarations(table)}
+    assertions = [
+        lineage.Assertion(
+            assertion=r.expectation_type,
+            name=r.expectation,
+            success=r.success,
+            column=_column(by_label.get(r.expectation)),
+            severity="warning" if r.action == "warn" else "critical",
+            actual=None if r.unexpected_count is None else f"{r.unexpected_count} unexpected",
+        )
+        for r in results
+    ]
+    rows = next((r.element_count for r in results if r.element_count is not None), None)
+    try:
+        event = lineage.quality_event(
+            lake, pipeline, table, run_id, assertions, rows=rows, version=version, error=error
+        )
+    except Exception as exc:  # lineage is a report on the run: it never fails one
+        log.warning("no lineage event for %s's quality run: %s", table.name, exc)
+        return
+    lineage.emit(lake, event)
+
+
+def _column(declaration: Expectation | None) -> str | None:
+    column = (declaration.kwargs.get("column") if declaration else None) or None
+    return column if isinstance(column, str) else None
 
 
 def _run_table(

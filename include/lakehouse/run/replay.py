@@ -25,7 +25,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from delta.tables import DeltaTable
 from pyspark.sql import Column
@@ -35,7 +35,7 @@ from lakehouse import delta
 from lakehouse.core.errors import UsageError
 from lakehouse.core.lake import Lake
 from lakehouse.flows import kind_of
-from lakehouse.monitoring import events
+from lakehouse.monitoring import events, lineage
 from lakehouse.plan import compatibility
 from lakehouse.quality.gate import QualityGate
 from lakehouse.slices import ALL_TIME, Slice
@@ -80,18 +80,38 @@ def replay(
     ``reason``, an expectation's label, if given); see the module doc. One entry per replay run:
     an interrupted one first, if there was one."""
     lake = Lake.from_settings(settings)
+    run_id = lineage.new_run_id()
     try:
         done = _replay(spark, settings, pipeline, table_name, slice_, reason)
     except Exception as error:
         events.record(lake, pipeline.name, "replay", "failed", [table_name], str(error)[:2000],
                       range=slice_.label, reason=reason)  # fmt: skip
+        _report_lineage(lake, pipeline, table_name, run_id, error=str(error)[:2000])
         raise
+    _report_lineage(
+        lake,
+        pipeline,
+        table_name,
+        run_id,
+        landed=sum(r.landed for r in done),
+        versions=[r.version for r in done],
+    )
     events.record(
         lake, pipeline.name, "replay", "succeeded", [table_name],
         f"{sum(r.landed for r in done):,} rows landed, {sum(r.still_failing for r in done):,} still quarantined",
         range=slice_.label, reason=reason, quarantine_versions=[r.version for r in done],
     )  # fmt: skip
     return done
+
+
+def _report_lineage(lake: Lake, pipeline: Pipeline, table_name: str, run_id: str, **facts: Any) -> None:
+    """The replay's OpenLineage run (never fails the replay)."""
+    try:
+        event = lineage.replay_event(lake, pipeline, pipeline.table(table_name), run_id, **facts)
+    except Exception as exc:  # an unknown table: the replay's own error says so
+        log.warning("no lineage event for the replay of %s: %s", table_name, exc)
+        return
+    lineage.emit(lake, event)
 
 
 def _replay(

@@ -8,6 +8,7 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
+import pytest
 from deltalake import write_deltalake
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -15,8 +16,11 @@ from lakehouse.cockpit import metrics, views
 from lakehouse.core.config import Settings
 from lakehouse.core.lake import Lake
 from lakehouse.models.store import ModelStore
+from lakehouse.monitoring import lineage
 from lakehouse.monitoring.alerts import AlertLog
+from lakehouse.monitoring.lineage import LineageLog
 from lakehouse.monitoring.progress import ProgressLog
+from lakehouse.plan.lineage import ColumnLineage
 from lakehouse.quality.results import QualityLog
 from lakehouse.state.control import Deployment, FlowControl
 
@@ -188,6 +192,46 @@ def test_the_pipeline_page_draws_the_graph_charts_and_tables(tmp_path: Path, iot
     planned = [{"flow": SILVER, "status": "incompatible", "reasons": ["aggregate re-keyed: (a) -> (a, b)"]}]
     FlowControl.of(conf, "iot").record_plan(planned, by="lakehouse plan")
     assert views.pipeline_page(conf, iot, hours=1, now=now)["plan"]["flows"] == planned
+
+
+def test_the_column_lineage_names_the_graphs_nodes_and_says_where_lineage_went(
+    tmp_path: Path, iot: Pipeline, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    now = datetime.now(UTC)
+    conf = seed(tmp_path, iot, now)
+    monkeypatch.setenv("OPENLINEAGE_URL", "http://marquez.example:5000")
+    assert views.pipeline_page(conf, iot, hours=1, now=now)["columns"] == {
+        "columns": [], "selected_by": {}, "elsewhere": True
+    }, "no event here, because they go to the user's backend"  # fmt: skip
+    monkeypatch.delenv("OPENLINEAGE_URL")
+    lake = Lake(conf.root)
+    columns = ColumnLineage(
+        fields={"location": {("reference/devices", "location"): "IDENTITY"}, "signal": {(BRONZE, "signal"): "IDENTITY"}},
+        dataset={(BRONZE, "device"): {"JOIN"}},
+    )  # fmt: skip
+    LineageLog(lake).emit(
+        lineage.flow_event(lake, iot, iot.table(SILVER), "START", lineage.new_run_id(), columns=columns)
+    )
+    bronze = ColumnLineage(fields={"signal": {("landing/iot/device_events", "signal"): "IDENTITY"}})
+    LineageLog(lake).emit(
+        lineage.flow_event(lake, iot, iot.table(BRONZE), "START", lineage.new_run_id(), columns=bronze)
+    )
+    answer = views.pipeline_page(conf, iot, hours=1, now=now)["columns"]
+    node_ids = {n["id"] for n in views.pipeline_page(conf, iot, hours=1, now=now)["graph"]["nodes"]}
+    by_name = {(c["node"], c["column"]): c for c in answer["columns"]}
+    assert {node for node, _ in by_name} <= node_ids, "every column sits on a node of the graph"
+    assert by_name[(SILVER, "location")]["inputs"] == [
+        {"node": "lookup:devices", "column": "location", "subtype": "IDENTITY"}
+    ]
+    assert by_name[(SILVER, "signal")]["upstream"] == [
+        {"node": BRONZE, "column": "signal"}, {"node": "files:bronze.device_events", "column": "signal"}
+    ]  # fmt: skip
+    assert by_name[("files:bronze.device_events", "signal")]["downstream"] == [
+        {"node": BRONZE, "column": "signal"}, {"node": SILVER, "column": "signal"}
+    ]  # fmt: skip
+    assert answer["selected_by"] == {SILVER: [{"node": BRONZE, "column": "device", "subtypes": ["JOIN"]}]}
+    assert [c["node"] for c in answer["columns"]][:1] == ["lookup:devices"], "in the graph's order"
+    assert answer["elsewhere"] is False
 
 
 def test_prometheus_exposition_parses_with_a_value_per_flow(tmp_path: Path, iot: Pipeline) -> None:

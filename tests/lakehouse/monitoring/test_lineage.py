@@ -137,3 +137,64 @@ def test_a_kafka_source_is_named_by_its_brokers_and_each_topic() -> None:
     assert [lineage.dataset_name(v) for v in found.values()] == [
         ("kafka://b1:9092,b2:9092", "orders"), ("kafka://b1:9092,b2:9092", "refunds"),
     ]  # fmt: skip
+
+
+def test_the_column_graph_follows_a_column_up_and_down_through_the_tables(
+    tmp_path: Path, iot: Pipeline
+) -> None:
+    """Three flows report their columns; the graph answers from each flow's newest report, and a
+    column's upstream and downstream cross the tables in between (truths written by hand)."""
+    lake = Lake(str(tmp_path / "lake"))
+    log = lineage.LineageLog(lake)
+    source = "landing/iot/device_events"  # the label the declaration gives bronze's landing folder
+
+    def report(table: str, fields: dict, dataset: dict | None = None) -> None:
+        columns = ColumnLineage(fields=fields, dataset=dataset or {})
+        event = lineage.flow_event(
+            lake, iot, iot.table(table), "START", lineage.new_run_id(), columns=columns
+        )
+        log.emit(event)
+
+    report("bronze.device_events", {"signal": {(source, "signal"): "TRANSFORMATION"}})  # superseded below
+    report(
+        "bronze.device_events",
+        {"signal": {(source, "signal"): "IDENTITY"}, "device": {(source, "device"): "TRANSFORMATION"}},
+    )
+    report(
+        "silver.device_events",
+        {
+            "signal": {("bronze.device_events", "signal"): "IDENTITY"},
+            "location": {("reference/devices", "location"): "IDENTITY"},
+            "device": {("bronze.device_events", "device"): "IDENTITY"},
+        },
+        {("bronze.device_events", "device"): {"JOIN"}},
+    )
+    report(
+        "gold.device_status",
+        {
+            "alert": {
+                ("silver.device_events", "signal"): "TRANSFORMATION",
+                ("silver.device_events", "location"): "TRANSFORMATION",
+            },
+            "device": {("silver.device_events", "device"): "IDENTITY"},
+        },
+    )
+    graph = lineage.column_graph(lake, iot)
+
+    assert graph.inputs[("bronze.device_events", "signal")] == {(source, "signal"): "IDENTITY"}, "the newest"
+    assert sorted(graph.upstream(("gold.device_status", "alert"))) == [
+        ("bronze.device_events", "signal"),
+        (source, "signal"),
+        ("reference/devices", "location"),
+        ("silver.device_events", "location"),
+        ("silver.device_events", "signal"),
+    ]
+    assert sorted(graph.downstream((source, "signal"))) == [
+        ("bronze.device_events", "signal"),
+        ("gold.device_status", "alert"),
+        ("silver.device_events", "signal"),
+    ]
+    assert graph.downstream(("gold.device_status", "alert")) == []
+    assert graph.upstream((source, "device")) == []
+    assert graph.selected_by["silver.device_events"] == {("bronze.device_events", "device"): ["JOIN"]}
+    assert "gold.device_type_stats" not in graph.selected_by, "a flow that reported nothing"

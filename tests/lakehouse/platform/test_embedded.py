@@ -444,6 +444,14 @@ def test_the_cockpit_deploys_a_flow_sees_it_healthy_with_charts_and_stops_it(pla
         drawn = page.locator(".chart circle, .chart path[d*='L']")
         expect(drawn).not_to_have_count(0, timeout=120_000)
         page.screenshot(path=str(shots / "cockpit-pipeline.png"), full_page=True)
+        # column lineage, as silver's flow reported it when it started: a column's upstream,
+        # in the list and outlined on the graph
+        silver_signal = '["silver.device_events","signal"]'
+        expect(page.locator(f"#column option[value='{silver_signal}']")).to_have_count(1, timeout=240_000)
+        page.select_option("#column", silver_signal)
+        expect(page.locator("[data-upstream]")).to_contain_text("bronze.device_events.signal")
+        expect(page.locator('svg g[data-node="bronze.device_events"]')).to_have_class(re.compile(r"\bup\b"))
+        page.screenshot(path=str(shots / "cockpit-lineage.png"), full_page=True)
         page.goto(f"{running.url}/lakehouse/")
         expect(page.locator(f'section[data-pipeline="iot"] tr[data-flow="{flow}"] .state')).to_have_text(
             "healthy"

@@ -13,6 +13,7 @@ import pytest
 from pyspark.sql import functions as F
 
 from lakehouse.core.lake import Lake
+from lakehouse.monitoring.lineage import LineageLog
 from lakehouse.monitoring.ops_tables import read_table
 from lakehouse.plan.generators import Landing
 from lakehouse.quality.checks import run_checks, suite_declarations
@@ -87,6 +88,33 @@ def test_a_violated_check_is_reported_with_its_offending_rows(
     # Airflow's verdict tasks rebuild the same report from the history, Spark-free
     again = results_from_log(QualityLog(fresh_iot).run("bad-run"), "silver.device_events")
     assert [(v.expectation, v.unexpected_count) for v in again.violations] == [("event_id_unique", 2)]
+
+    # each table's run is an OpenLineage run: the table as input, an assertion per expectation
+    runs = {
+        e["job"]["name"]: e for e in LineageLog(fresh_iot).events() if e["job"]["name"].endswith(".quality")
+    }
+    assert sorted(runs) == ["iot.gold.device_type_stats.quality", "iot.silver.device_events.quality"]
+    event = runs["iot.silver.device_events.quality"]
+    assert event["eventType"] == "COMPLETE", "the run completed; its assertions say what failed"
+    [checked] = event["inputs"]
+    assert checked["name"] == fresh_iot.table("silver.device_events")
+    assert checked["facets"]["symlinks"]["identifiers"][0]["name"] == "silver.device_events"
+    assert checked["facets"]["version"]["datasetVersion"] == str(silver.version)
+    assertions = {a["name"]: a for a in checked["inputFacets"]["dataQualityAssertions"]["assertions"]}
+    assert sorted(assertions) == sorted(
+        d.label for d in suite_declarations(iot.table("silver.device_events"))
+    )
+    assert {k: assertions["event_id_unique"][k] for k in ("assertion", "success", "column", "actual")} == {
+        "assertion": "expect_column_values_to_be_unique", "success": False, "column": "event_id",
+        "actual": "2 unexpected",
+    }  # fmt: skip
+    assert assertions["has_rows"]["success"] is True and "column" not in assertions["has_rows"]
+    rows = (
+        spark.read.format("delta")
+        .option("versionAsOf", silver.version)
+        .load(fresh_iot.table("silver.device_events"))
+    )
+    assert checked["inputFacets"]["dataQualityMetrics"]["rowCount"] == rows.count()
 
 
 def test_every_check_of_a_table_reads_one_version_while_a_stream_appends(

@@ -15,6 +15,7 @@ from typer.testing import CliRunner
 from lakehouse.core.config import Settings
 from lakehouse.core.errors import UsageError
 from lakehouse.core.lake import Lake
+from lakehouse.monitoring.lineage import LineageLog
 from lakehouse.monitoring.status import code_of
 from lakehouse.plan.compatibility import code_version
 from lakehouse.plan.generators import Landing
@@ -104,6 +105,16 @@ def test_a_loosened_expectation_lets_its_rows_land_once_even_across_a_crash(
     assert all(set(r[0]) & out_of_range_checks for r in reasons), reasons  # the gate's words, as before
     assert not {label for r in reasons for label in r[0]} & {"device_registered"}
     assert ids(spark, table) == sorted(before + list(unregistered))
+
+    # each replay is an OpenLineage run of the quarantine into the table: failed (the crash, the
+    # refusals), then completed with the rows that landed (the generator's record)
+    runs = [e for e in LineageLog(lake).events() if e["job"]["name"] == f"iot.{SILVER}.replay"]
+    assert [e["eventType"] for e in runs] == ["FAIL", "FAIL", "FAIL", "COMPLETE", "COMPLETE"]
+    assert "killed" in runs[1]["run"]["facets"]["errorMessage"]["message"]
+    landed = [e["outputs"][0]["outputFacets"]["outputStatistics"]["rowCount"] for e in runs[3:]]
+    assert landed == [len(unregistered), 0]
+    assert [d["name"] for d in runs[3]["inputs"]] == [quarantine]
+    assert [d["name"] for d in runs[3]["outputs"]] == [table, quarantine]
 
     # rows its flow computes are not replayed: the way to recompute them is named
     with pytest.raises(UsageError, match=r"lakehouse backfill iot --flow gold\.device_type_stats"):

@@ -14,7 +14,7 @@ from delta.tables import DeltaTable
 from pyspark.testing import assertDataFrameEqual
 
 from lakehouse.core.lake import Lake
-from lakehouse.monitoring.lineage import LineageLog
+from lakehouse.monitoring.lineage import LineageLog, column_graph
 from lakehouse.monitoring.progress import ProgressLog
 from lakehouse.plan.generators import Landing
 from lakehouse.run.batch import backfill
@@ -132,10 +132,10 @@ def test_accounting_malformed_stay_in_bronze_and_counts_add_up(
     assert set(batches["flow"]) == {t.name for t in iot.ordered()}
     for phase in ("plan", "compute", "gate", "write", "checkpoint"):
         assert batches[f"{phase}_ms"].null_count() == 0 and batches[f"{phase}_ms"].min() >= 0, phase
-    assert_each_start_reported_its_lineage(lake)
+    assert_each_start_reported_its_lineage(lake, iot)
 
 
-def assert_each_start_reported_its_lineage(lake: Lake) -> None:
+def assert_each_start_reported_its_lineage(lake: Lake, iot: Pipeline) -> None:
     """Each flow's start is an OpenLineage START event in ops.lineage: the graph and the columns
     as the iot pipeline's code says (written down here from pipelines/iot)."""
     everything = LineageLog(lake).events()
@@ -174,6 +174,17 @@ def assert_each_start_reported_its_lineage(lake: Lake) -> None:
     assert [(f["name"], f["field"]) for f in columns["fields"]["location"]["inputFields"]] == [
         (f"{lake.root}/reference/iot/devices.csv", "location")
     ]
+    # what the cockpit draws: a column's upstream and downstream, across the tables
+    graph = column_graph(lake, iot)
+    landing = "landing/iot/device_events"
+    upstream = set(graph.upstream(("gold.device_status", "alert")))
+    assert {
+        ("silver.device_events", "signal"), ("silver.device_events", "alert_threshold"),
+        ("bronze.device_events", "signal"), ("reference/devices", "alert_threshold"),
+    } <= upstream and any(dataset == landing for dataset, _ in upstream), upstream  # fmt: skip
+    downstream = set(graph.downstream(("reference/devices", "alert_threshold")))
+    assert {("silver.device_events", "alert_threshold"), ("gold.device_status", "alert")} <= downstream
+    assert not any(t == "gold.device_type_stats" for t, _ in downstream), "stats do not read thresholds"
 
 
 def drop_last_commit(lake: Lake, table: str) -> int:
