@@ -529,8 +529,8 @@ def _columns(lake: Lake, pipeline: Pipeline, graph: dict[str, Any]) -> dict[str,
     node = {n.get("label", n["id"]): n["id"] for n in graph["nodes"] if n["kind"] != "model"}
     order = {n["id"]: i for i, n in enumerate(graph["nodes"])}
 
-    def named(column: tuple[str, str]) -> dict[str, str]:
-        return {"node": node.get(column[0], column[0]), "column": column[1]}
+    def named(column: tuple[str, str]) -> dict[str, str]:  # its node, and its dataset's name to show
+        return {"node": node.get(column[0], column[0]), "dataset": column[0], "column": column[1]}
 
     known = dict.fromkeys(
         [(t, c) for t, columns in found.schemas.items() for c in columns]

@@ -318,13 +318,19 @@ def replay_event(
 
 
 def _run_facets(error: str | None) -> dict[str, Any]:
-    """A run's facets: the Airflow DAG run that started it, the error it ended with."""
+    """A run's facets: the Airflow task that started it, the error it ended with."""
     from openlineage.client.facet_v2 import error_message_run, parent_run
 
     facets: dict[str, Any] = {}
-    if parent := _airflow_parent():
+    if found := parent():
+        (namespace, name, run_id), (root_namespace, root_name, root_run_id) = found
         facets["parent"] = parent_run.ParentRunFacet(
-            run=parent_run.Run(runId=parent[1]), job=parent_run.Job(namespace="airflow", name=parent[0])
+            run=parent_run.Run(runId=run_id),
+            job=parent_run.Job(namespace=namespace, name=name),
+            root=parent_run.Root(
+                run=parent_run.RootRun(runId=root_run_id),
+                job=parent_run.RootJob(namespace=root_namespace, name=root_name),
+            ),
         )
     if error:
         facets["errorMessage"] = error_message_run.ErrorMessageRunFacet(
@@ -333,13 +339,26 @@ def _run_facets(error: str | None) -> dict[str, Any]:
     return facets
 
 
-def _airflow_parent() -> tuple[str, str] | None:
-    """The Airflow DAG run that started this process (its dag id and a run id derived from its
-    run id), if one did."""
+PARENT_VARIABLES = ("OPENLINEAGE_PARENT_ID", "OPENLINEAGE_ROOT_PARENT_ID")
+
+
+def parent() -> tuple[tuple[str, str, str], tuple[str, str, str]] | None:
+    """The run that started this process and its root, as (namespace, job, run id): the Airflow
+    task and DAG run the launching task named in ``OPENLINEAGE_PARENT_ID`` and
+    ``OPENLINEAGE_ROOT_PARENT_ID`` (``<namespace>/<job>/<run id>``, the convention OpenLineage's
+    integrations share; Airflow's OpenLineage provider makes the ids), else the DAG run in
+    Airflow's ``AIRFLOW_CTX_*`` variables (job ``airflow``/``<dag id>``, run id derived from its
+    run id); ``None`` outside Airflow."""
+    named = [os.environ.get(v, "").split("/") for v in PARENT_VARIABLES]
+    if len(named[0]) == 3 and all(named[0]):
+        direct = (named[0][0], named[0][1], named[0][2])
+        root = (named[1][0], named[1][1], named[1][2]) if len(named[1]) == 3 and all(named[1]) else direct
+        return direct, root
     dag_id, run_id = os.environ.get("AIRFLOW_CTX_DAG_ID"), os.environ.get("AIRFLOW_CTX_DAG_RUN_ID")
     if not dag_id or not run_id:
         return None
-    return dag_id, str(uuid.uuid5(uuid.NAMESPACE_URL, f"airflow/{dag_id}/{run_id}"))
+    dag_run = ("airflow", dag_id, str(uuid.uuid5(uuid.NAMESPACE_URL, f"airflow/{dag_id}/{run_id}")))
+    return dag_run, dag_run
 
 
 # How often a running stream reports that its lineage run goes on (a RUNNING event, after a commit).

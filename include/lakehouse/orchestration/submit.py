@@ -63,7 +63,7 @@ class SubmitSpec:
             "conn_id": conn_id,
             "properties_file": self.properties_file,
             **({"pool": self.pool} if self.pool else {}),
-            **({"on_execute_callback": partial(lower_priority, self.nice)} if self.nice else {}),
+            "on_execute_callback": partial(before_submit, self.nice),
         }
 
 
@@ -135,7 +135,32 @@ def submit_command(spec: SubmitSpec, conn_id: str = SPARK_CONN_ID) -> tuple[list
     hook = submit_hook(spec, conn_id)
     # The provider's hook builds the command only privately (its public API runs it, blocking).
     command = hook._build_spark_submit_command(spec.application)  # noqa: SLF001
-    return command, {**os.environ, **(hook._env or {})}  # noqa: SLF001
+    return command, {**os.environ, **(hook._env or {}), **lineage_parent()}  # noqa: SLF001
+
+
+def lineage_parent() -> dict[str, str]:
+    """For the drivers the Airflow task running now starts: its OpenLineage ids as its
+    OpenLineage provider makes them (``OPENLINEAGE_PARENT_ID``, ``OPENLINEAGE_ROOT_PARENT_ID``),
+    so a driver's flow runs name the task and DAG run as their parent; none outside a task."""
+    try:
+        from airflow.providers.openlineage.plugins.macros import lineage_parent_id, lineage_root_parent_id
+        from airflow.sdk import get_current_context
+
+        task = get_current_context()["ti"]
+        return {
+            "OPENLINEAGE_PARENT_ID": lineage_parent_id(task),
+            "OPENLINEAGE_ROOT_PARENT_ID": lineage_root_parent_id(task),
+        }
+    except Exception:  # not in a task, or no provider: the flows' runs name no parent task
+        return {}
+
+
+def before_submit(niceness: int, context: object = None) -> None:
+    """What a ``SparkSubmitOperator``'s task does before it runs spark-submit, which inherits
+    both: its lineage ids for the driver (:func:`lineage_parent`) and ``niceness``."""
+    os.environ.update(lineage_parent())
+    if niceness:
+        lower_priority(niceness, context)
 
 
 def lower_priority(niceness: int, context: object = None) -> None:

@@ -29,6 +29,7 @@ import psutil
 
 from lakehouse.core.config import PROJECT_ROOT, Settings
 from lakehouse.core.processes import Proc
+from lakehouse.monitoring import lineage
 from lakehouse.orchestration.dags import build_all
 from lakehouse.serving.passwords import PasswordFile
 
@@ -41,6 +42,19 @@ ANALYST = "analyst"
 DRIVER_POOL = "lakehouse_drivers"  # the Airflow pool of Spark-driver tasks (LAKEHOUSE_DRIVER_POOL)
 MARKER = "EMBEDDED_PLATFORM_SERVICE"
 BIN = Path(sys.executable).parent
+
+
+# lakehouse.monitoring.lake_transport.TRANSPORT, spelled out: importing it imports OpenLineage's client
+LAKE_TRANSPORT = "lakehouse.monitoring.lake_transport.LakeTransport"
+
+
+def airflow_lineage() -> dict[str, str]:
+    """Where Airflow's OpenLineage provider sends its DAG-run and task events: ``ops.lineage``,
+    beside the flows' runs, unless the user configured OpenLineage (``OPENLINEAGE_URL``,
+    ``openlineage.yml``, ``AIRFLOW__OPENLINEAGE__*``...), which the provider then follows."""
+    if any(k.startswith("AIRFLOW__OPENLINEAGE__") for k in os.environ) or lineage.configured():
+        return {}
+    return {"AIRFLOW__OPENLINEAGE__TRANSPORT": json.dumps({"type": LAKE_TRANSPORT})}
 
 
 @dataclass(frozen=True)
@@ -185,6 +199,7 @@ class Platform:
             "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "False",
             "LAKEHOUSE_SCHEDULES_START": self.first_started(),  # unless set: no catch-up at first start
             "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps({"conn_type": "spark", "host": "local[*]"}),
+            **airflow_lineage(),
             **os.environ,
             **self.conf.to_env(),
             "LAKEHOUSE_DRIVER_POOL": self.driver_pool,

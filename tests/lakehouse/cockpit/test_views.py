@@ -221,15 +221,23 @@ def test_the_column_lineage_names_the_graphs_nodes_and_says_where_lineage_went(
     by_name = {(c["node"], c["column"]): c for c in answer["columns"]}
     assert {node for node, _ in by_name} <= node_ids, "every column sits on a node of the graph"
     assert by_name[(SILVER, "location")]["inputs"] == [
-        {"node": "lookup:devices", "column": "location", "subtype": "IDENTITY"}
+        {
+            "node": "lookup:devices",
+            "dataset": "reference/devices",
+            "column": "location",
+            "subtype": "IDENTITY",
+        }
     ]
-    assert by_name[(SILVER, "signal")]["upstream"] == [
-        {"node": BRONZE, "column": "signal"}, {"node": "files:bronze.device_events", "column": "signal"}
+    assert [(c["node"], c["column"]) for c in by_name[(SILVER, "signal")]["upstream"]] == [
+        (BRONZE, "signal"), ("files:bronze.device_events", "signal")
     ]  # fmt: skip
-    assert by_name[("files:bronze.device_events", "signal")]["downstream"] == [
-        {"node": BRONZE, "column": "signal"}, {"node": SILVER, "column": "signal"}
+    assert by_name[(SILVER, "signal")]["upstream"][1]["dataset"] == "landing/iot/device_events"
+    assert [(c["node"], c["column"]) for c in by_name[("files:bronze.device_events", "signal")]["downstream"]] == [
+        (BRONZE, "signal"), (SILVER, "signal")
     ]  # fmt: skip
-    assert answer["selected_by"] == {SILVER: [{"node": BRONZE, "column": "device", "subtypes": ["JOIN"]}]}
+    assert answer["selected_by"] == {
+        SILVER: [{"node": BRONZE, "dataset": BRONZE, "column": "device", "subtypes": ["JOIN"]}]
+    }
     assert [c["node"] for c in answer["columns"]][:1] == ["lookup:devices"], "in the graph's order"
     assert answer["elsewhere"] is False
 

@@ -63,6 +63,8 @@ def test_a_scheduled_run_lowers_the_task_s_priority_before_spark_submit() -> Non
 
 def test_priority_zero_changes_nothing() -> None:
     spec = driver_spec(Settings(driver_nice=0), "lakehouse-x-incremental", ["run", "x"])
-    assert "on_execute_callback" not in spec.operator_kwargs()
+    before = _niceness(os.getpid())
+    spec.operator_kwargs()["on_execute_callback"]({})  # outside a task: no lineage ids either
     lower_priority(0)
-    assert os.getpriority(os.PRIO_PROCESS, 0) == _niceness(os.getpid())
+    assert os.getpriority(os.PRIO_PROCESS, 0) == _niceness(os.getpid()) == before
+    assert not {"OPENLINEAGE_PARENT_ID", "OPENLINEAGE_ROOT_PARENT_ID"} & set(os.environ)

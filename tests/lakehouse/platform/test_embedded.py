@@ -21,6 +21,7 @@ import pytest
 from lakehouse import registry
 from lakehouse.core.config import Settings
 from lakehouse.core.lake import Lake
+from lakehouse.monitoring.lineage import LineageLog
 from lakehouse.monitoring.ops_tables import exists, read_table
 from lakehouse.plan.generators import Landing
 from lakehouse.platform.services import MARKER, Platform, free_port, port_in_use
@@ -394,6 +395,25 @@ def flow_state(page, flow: str) -> str:
     return page.locator(f'tr[data-flow="{flow}"] .state').first.inner_text()
 
 
+def assert_flow_runs_name_the_airflow_tasks_that_started_them(lake: Lake) -> None:
+    """Airflow's OpenLineage provider recorded its task runs in ops.lineage (where the platform
+    points it by default), and each flow's stream run names the task that started its driver as
+    parent and that task's DAG run as root: the deploy's, for "deploy all"."""
+    events = LineageLog(lake).events()
+    airflow = {e["run"]["runId"]: e["job"]["name"] for e in events if e["job"]["namespace"] != "lakehouse"}
+    assert "iot_stream_deploy.deploy" in airflow.values(), sorted(set(airflow.values()))
+    starts = [e for e in events if e["job"]["namespace"] == "lakehouse" and e["eventType"] == "START"]
+    parents = [e["run"]["facets"]["parent"] for e in starts]
+    assert all(airflow.get(p["run"]["runId"]) == p["job"]["name"] for p in parents), parents
+    assert all(p["root"]["job"]["name"] == p["job"]["name"].split(".")[0] for p in parents), parents
+    by_deploy = {
+        e["job"]["name"]
+        for e, p in zip(starts, parents, strict=True)
+        if p["job"]["name"] == "iot_stream_deploy.deploy"
+    }
+    assert "iot.bronze.device_events" in by_deploy, by_deploy
+
+
 @pytest.mark.slow
 def test_the_cockpit_deploys_a_flow_sees_it_healthy_with_charts_and_stops_it(platform) -> None:
     """As an operator would: the Lakehouse entry in Airflow's navigation, the pipeline page,
@@ -462,6 +482,7 @@ def test_the_cockpit_deploys_a_flow_sees_it_healthy_with_charts_and_stops_it(pla
         # and a stop waits its turn: on a loaded CI machine that took minutes (2026-11-28)
         deploy = latest_run(running, "iot_stream_deploy")
         assert wait_for_run(running, "iot_stream_deploy", deploy["dag_run_id"])["state"] == "success"
+        assert_flow_runs_name_the_airflow_tasks_that_started_them(Lake.from_settings(running.conf))
         page.goto(f"{running.url}/lakehouse/#/pipeline/iot")
         page.locator(f'button[data-act="stop"][data-flow="{flow}"]').click()
         expect(page.locator("#log")).to_contain_text("stop: asking Airflow to run iot_stream_stop")  # heard
