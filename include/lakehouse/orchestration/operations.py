@@ -49,6 +49,7 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from lakehouse.core.config import Settings
+    from lakehouse.monitoring.status import TableStats
 
 log = logging.getLogger("lakehouse.orchestration")
 
@@ -610,9 +611,12 @@ def stop_stale_drivers(
     return stopped
 
 
-def table_advanced(settings: Settings, pipeline: Pipeline, flow: str, version: int | None) -> bool:
-    """Whether ``flow``'s table has new commits since the previous monitor run saw it."""
-    if version is None:
+def table_advanced(settings: Settings, pipeline: Pipeline, flow: str, stats: TableStats) -> bool:
+    """Whether ``flow``'s table has new commits since the previous monitor run saw it. The empty
+    table a deploy creates before the first batch has not: checked, it would fail its row-count
+    checks minutes after every first deploy (a false alarm, and an alert)."""
+    version = stats.version
+    if version is None or (version == 0 and not stats.rows):
         return False
     previous = FlowControl.of(settings, pipeline.name).swap_seen_version(flow, version)
     return previous is None or version > previous

@@ -257,3 +257,31 @@ def test_starting_flows_are_those_started_without_progress_yet_or_just_deployed_
         [{"pipeline": "iot", "flow": f, "event": "progress", "batch_id": 0} for f in (bronze, silver)]
     )
     assert operations.starting_flows(conf, [iot]) == []
+
+
+def test_the_monitor_signals_a_table_to_its_checks_once_data_lands_not_when_its_deploy_creates_it(
+    tmp_path: Path, iot: Pipeline
+) -> None:
+    from lakehouse.monitoring.status import table_stats
+
+    settings = Settings(root=str(tmp_path / "lake"), control_dir=str(tmp_path / "control"))
+    lake = Lake(settings.root)
+    path, flow = lake.table("bronze.device_events"), "bronze.device_events"
+    schema = pa.schema([("event_id", pa.string())])
+
+    def advanced() -> bool:
+        return operations.table_advanced(settings, iot, flow, table_stats(lake, flow))
+
+    assert not advanced(), "no table yet"
+    write_deltalake(path, schema.empty_table())  # version 0: the empty table a deploy creates
+    assert not advanced(), "nothing to check yet: its row-count checks would fail"
+    write_deltalake(path, pa.table({"event_id": ["e1"]}, schema=schema), mode="append")
+    assert advanced(), "the first batch"
+    assert not advanced(), "seen"
+    write_deltalake(path, pa.table({"event_id": ["e2"]}, schema=schema), mode="append")
+    assert advanced()
+    other = lake.table("silver.device_events")
+    write_deltalake(other, pa.table({"event_id": ["e1"]}, schema=schema))  # created by its first write
+    assert operations.table_advanced(
+        settings, iot, "silver.device_events", table_stats(lake, "silver.device_events")
+    )

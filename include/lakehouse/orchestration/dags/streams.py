@@ -205,10 +205,10 @@ def monitor_dags(pipeline: Pipeline, conf: Settings) -> list[DAG]:
                 log.log(logging.ERROR if health.failed else logging.INFO, "%s", text)
                 if health.failed:
                     problems.append(text.splitlines()[0])  # "<flow>: <STATE> - <why>"
-                version = table_stats(lake, health.flow).version
-                if operations.table_advanced(run_conf, pipeline, health.flow, version):
+                stats = table_stats(lake, health.flow)
+                if operations.table_advanced(run_conf, pipeline, health.flow, stats):
                     context["outlet_events"][alias].add(
-                        table_asset(run_conf, health.flow), extra={"version": version}
+                        table_asset(run_conf, health.flow), extra={"version": stats.version}
                     )
             try:  # alerted, not failed: a failed task emits no asset events (see check_freshness)
                 operations.check_freshness(run_conf, pipeline, context)
