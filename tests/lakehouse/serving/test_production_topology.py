@@ -27,20 +27,21 @@ def test_the_server_admits_known_users_only_and_reads_new_ones_without_restart(s
             timeout=120,
         )  # fmt: skip
 
-    added = lakehouse("users", "add", "bob", "--password-stdin", stdin="bobs-password\n")
+    # a login of its own: the session's servers keep the others' (test_grants.py reads as bob)
+    added = lakehouse("users", "add", "erin", "--password-stdin", stdin="erins-password\n")
     assert added.returncode == 0, added.stderr
-    assert secured.query("SELECT 41 + 1", user="bob", password="bobs-password") == [(42,)]
+    assert secured.query("SELECT 41 + 1", user="erin", password="erins-password") == [(42,)]
     ok = lakehouse(
-        "sql", "--server", "--user", "bob", "--format", "csv", "SELECT 'in' AS bob",
-        LAKEHOUSE_SQL_PASSWORD="bobs-password",
+        "sql", "--server", "--user", "erin", "--format", "csv", "SELECT 'in' AS erin",
+        LAKEHOUSE_SQL_PASSWORD="erins-password",
     )  # fmt: skip
-    assert (ok.returncode, ok.stdout) == (0, "bob\nin\n"), ok.stderr
-    denied = lakehouse("sql", "--server", "--user", "bob", "--password", "guess", "SELECT 1")
-    assert denied.returncode == 1 and "rejected the login of bob" in denied.stderr
+    assert (ok.returncode, ok.stdout) == (0, "erin\nin\n"), ok.stderr
+    denied = lakehouse("sql", "--server", "--user", "erin", "--password", "guess", "SELECT 1")
+    assert denied.returncode == 1 and "rejected the login of erin" in denied.stderr
 
-    assert lakehouse("users", "remove", "bob").returncode == 0
+    assert lakehouse("users", "remove", "erin").returncode == 0
     with pytest.raises(TTransportException, match="Error validating the login"):
-        secured.query("SELECT 1", user="bob", password="bobs-password")
+        secured.query("SELECT 1", user="erin", password="erins-password")
 
 
 def test_a_shared_hive_metastore_is_a_configuration_switch(secured, demo) -> None:
