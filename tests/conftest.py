@@ -475,6 +475,27 @@ def read(spark: SparkSession):
 
 
 @pytest.fixture(scope="session")
+def reported_graph() -> Callable[[Lake, str], dict[str, tuple[list[str], list[str]]]]:
+    """``reported_graph(lake, "START")``: the flows' runs of that event type in the lake's
+    ops.lineage as job -> (inputs, outputs), each dataset by its table name, else by its path in
+    the lake (``landing/ads/clicks``)."""
+    from lakehouse.monitoring.lineage import LineageLog
+
+    def graph(lake: Lake, event_type: str) -> dict[str, tuple[list[str], list[str]]]:
+        def name(dataset: dict) -> str:
+            tables = dataset.get("facets", {}).get("symlinks", {}).get("identifiers", [])
+            return tables[0]["name"] if tables else str(Path(dataset["name"]).relative_to(lake.root))
+
+        return {
+            e["job"]["name"]: (sorted(map(name, e["inputs"])), sorted(map(name, e["outputs"])))
+            for e in LineageLog(lake).events()
+            if e["eventType"] == event_type and e["job"]["name"].count(".") == 2  # <pipeline>.<table>
+        }
+
+    return graph
+
+
+@pytest.fixture(scope="session")
 def ads() -> Pipeline:
     return registry.get("pipelines", "ads")
 

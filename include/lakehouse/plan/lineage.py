@@ -207,10 +207,13 @@ def inputs_of(lake: Lake, pipeline: Pipeline, table: Table) -> dict[str, str]:
 
 
 def outputs_of(lake: Lake, table: Table) -> dict[str, str]:
-    """What ``table``'s flow writes: the table, and its quarantine when rows can be dropped."""
+    """What ``table``'s flow writes: the table, its quarantine when rows can be dropped, and the
+    tables its writes keep beside it (a change feed's change log)."""
     found = {table.name: lake.table(table.name)}
     if any(e.action == "drop" for e in table.expectations):
         found[table.quarantine] = lake.table(table.quarantine)
+    for name in table.logs:
+        found[name] = lake.table(name)
     return found
 
 

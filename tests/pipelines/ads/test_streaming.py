@@ -259,7 +259,9 @@ def landing_files(lake: Lake) -> list[Path]:
     return sorted(Path(lake.root, "landing", "ads").glob("*/*.json"))
 
 
-def test_stream_equals_batch_for_every_gold_table(spark, read, ads: Pipeline, tmp_path: Path) -> None:
+def test_stream_equals_batch_for_every_gold_table(
+    spark, read, reported_graph, ads: Pipeline, tmp_path: Path
+) -> None:
     """Generated traffic (late within bounds, duplicates, malformed lines) through the streams in
     two waves, against backfills: equal tables, except outer-join rows the watermark has not
     passed yet (the stream has not emitted their nulls)."""
@@ -328,3 +330,20 @@ def test_stream_equals_batch_for_every_gold_table(spark, read, ads: Pipeline, tm
     # the declared table checks (ads_quality) hold on what the streams and the backfill wrote
     report = run_checks(spark, streamed, ads, tmp_path / "quality")
     assert report.violated == [] and len(report.tables) == 5, report.text()
+
+    # the lineage the runs reported is the declared graph (written down here from pipelines/ads):
+    # each flow's stream start, and each table's step of the full backfill
+    declared = {
+        "bronze.impressions": ["landing/ads/impressions"],
+        "bronze.clicks": ["landing/ads/clicks"],
+        "silver.impressions": ["bronze.impressions"],
+        "silver.clicks": ["bronze.clicks"],
+        "gold.attributed_clicks": ["silver.clicks", "silver.impressions"],
+        "gold.impression_clicks": ["silver.clicks", "silver.impressions"],
+        "gold.campaign_ctr": ["gold.attributed_clicks", "silver.impressions"],
+        "gold.user_activity": ["silver.clicks", "silver.impressions"],
+        "gold.user_status": ["gold.user_activity"],
+    }
+    expected = {f"ads.{table}": (inputs, [table]) for table, inputs in declared.items()}
+    assert reported_graph(streamed, "START") == expected
+    assert reported_graph(batched, "COMPLETE") == expected

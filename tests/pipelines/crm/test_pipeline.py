@@ -85,7 +85,9 @@ def table(spark, lake: Lake, name: str):
     return spark.read.format("delta").load(lake.table(name))
 
 
-def test_stream_in_waves_equals_one_backfill(spark, crm: Pipeline, streamed: Lake, backfilled: Lake) -> None:
+def test_stream_in_waves_equals_one_backfill(
+    spark, reported_graph, crm: Pipeline, streamed: Lake, backfilled: Lake
+) -> None:
     for name in crm.table_names:
         stream, batch = table(spark, streamed, name), table(spark, backfilled, name)
         if name.startswith("bronze."):
@@ -96,6 +98,24 @@ def test_stream_in_waves_equals_one_backfill(spark, crm: Pipeline, streamed: Lak
         assertDataFrameEqual(
             table(spark, streamed, changes), table(spark, backfilled, changes), checkRowOrder=False
         )
+
+    # the lineage the runs reported (each stream's start, each table's backfill step) is the
+    # declared graph, with the change logs and quarantines the flows write (from pipelines/crm)
+    def change_table(name: str, upstream: str) -> tuple[list[str], list[str]]:
+        short = name.replace(".", "_")
+        return [upstream], [f"changes.{short}", f"changes.{short}.latest", f"quarantine.{short}", name]
+
+    expected = {
+        "crm.bronze.customer_changes": (["landing/crm/customer_changes"], ["bronze.customer_changes"]),
+        "crm.bronze.order_changes": (["landing/crm/order_changes"], ["bronze.order_changes"]),
+        "crm.silver.customers": change_table("silver.customers", "bronze.customer_changes"),
+        "crm.silver.customer_history": change_table("silver.customer_history", "bronze.customer_changes"),
+        "crm.silver.orders": change_table("silver.orders", "bronze.order_changes"),
+        "crm.gold.orders_with_customer": (["silver.customer_history", "silver.orders"], ["gold.orders_with_customer"]),
+        "crm.gold.customers_by_segment_daily": (["silver.customer_history"], ["gold.customers_by_segment_daily"]),
+    }  # fmt: skip
+    assert reported_graph(streamed, "START") == expected
+    assert reported_graph(backfilled, "COMPLETE") == expected
 
 
 def test_the_feed_in_one_wave_gives_the_same_tables(
