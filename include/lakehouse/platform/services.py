@@ -54,7 +54,12 @@ def airflow_lineage() -> dict[str, str]:
     ``openlineage.yml``, ``AIRFLOW__OPENLINEAGE__*``...), which the provider then follows."""
     if any(k.startswith("AIRFLOW__OPENLINEAGE__") for k in os.environ) or lineage.configured():
         return {}
-    return {"AIRFLOW__OPENLINEAGE__TRANSPORT": json.dumps({"type": LAKE_TRANSPORT})}
+    return {
+        "AIRFLOW__OPENLINEAGE__TRANSPORT": json.dumps({"type": LAKE_TRANSPORT}),
+        # a task's end is emitted in a forked process by default, where delta-rs cannot write (its
+        # runtime refuses a fork of the task that read a table: every COMPLETE was lost)
+        "AIRFLOW__OPENLINEAGE__EXECUTE_IN_THREAD": "true",
+    }
 
 
 @dataclass(frozen=True)

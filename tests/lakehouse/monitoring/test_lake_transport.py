@@ -58,7 +58,10 @@ def test_airflow_is_pointed_at_ops_lineage_unless_the_user_configured_openlineag
     monkeypatch.chdir(tmp_path)  # no openlineage.yml here
     for variable in ("OPENLINEAGE_URL", "OPENLINEAGE_CONFIG", "AIRFLOW__OPENLINEAGE__TRANSPORT"):
         monkeypatch.delenv(variable, raising=False)
-    assert airflow_lineage() == {"AIRFLOW__OPENLINEAGE__TRANSPORT": f'{{"type": "{TRANSPORT}"}}'}
+    assert airflow_lineage() == {
+        "AIRFLOW__OPENLINEAGE__TRANSPORT": f'{{"type": "{TRANSPORT}"}}',
+        "AIRFLOW__OPENLINEAGE__EXECUTE_IN_THREAD": "true",  # not in a fork, where delta-rs cannot write
+    }
     monkeypatch.setenv("OPENLINEAGE_URL", "http://marquez:5000")
     assert airflow_lineage() == {}, "the provider follows the user's OpenLineage configuration"
     monkeypatch.delenv("OPENLINEAGE_URL")

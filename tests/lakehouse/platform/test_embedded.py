@@ -399,9 +399,16 @@ def assert_flow_runs_name_the_airflow_tasks_that_started_them(lake: Lake) -> Non
     """Airflow's OpenLineage provider recorded its task runs in ops.lineage (where the platform
     points it by default), and each flow's stream run names the task that started its driver as
     parent and that task's DAG run as root: the deploy's, for "deploy all"."""
-    events = LineageLog(lake).events()
+    wanted = {("iot_stream_deploy.deploy", "COMPLETE"), ("iot_stream_deploy", "COMPLETE")}
+    deadline = time.monotonic() + 120  # a task's end is reported after Airflow marks it done
+    while True:
+        events = LineageLog(lake).events()
+        ended = {(e["job"]["name"], e["eventType"]) for e in events if e["job"]["namespace"] != "lakehouse"}
+        if wanted <= ended or time.monotonic() > deadline:
+            break
+        time.sleep(3)
+    assert wanted <= ended, ended
     airflow = {e["run"]["runId"]: e["job"]["name"] for e in events if e["job"]["namespace"] != "lakehouse"}
-    assert "iot_stream_deploy.deploy" in airflow.values(), sorted(set(airflow.values()))
     starts = [e for e in events if e["job"]["namespace"] == "lakehouse" and e["eventType"] == "START"]
     parents = [e["run"]["facets"]["parent"] for e in starts]
     assert all(airflow.get(p["run"]["runId"]) == p["job"]["name"] for p in parents), parents
