@@ -13,6 +13,7 @@ OpenLineage (``OPENLINEAGE_URL``, ``OPENLINEAGE_CONFIG``, ``openlineage.yml`` or
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import logging
@@ -416,21 +417,38 @@ class LineageLog:
         return [json.loads(text) for text in self.read().sort("event_time")["event"].to_list()]
 
 
-def configured() -> bool:
-    """Whether the user configured an OpenLineage transport of their own."""
+def _configuration() -> tuple[str, ...]:
+    """What OpenLineage's client reads its configuration from: its variables and the working
+    directory (``openlineage.yml``). A client is made once per process and configuration."""
+    return (os.getcwd(), *sorted(f"{k}={v}" for k, v in os.environ.items() if k.startswith("OPENLINEAGE")))
+
+
+@functools.lru_cache(maxsize=4)
+def _client(configuration: tuple[str, ...]) -> Any:  # configuration: the cache's key
+    """The OpenLineage client the user configured, or ``None`` when they configured none."""
     from openlineage.client import OpenLineageClient
     from openlineage.client.transport.noop import NoopConfig, NoopTransport
 
-    if os.environ.get("OPENLINEAGE_URL"):
-        return True
-    quiet = logging.getLogger("openlineage.client.client")
-    level = quiet.level
-    quiet.setLevel(logging.WARNING)  # the probe's "will use noop transport", once per event
+    if not os.environ.get("OPENLINEAGE_URL"):
+        quiet = logging.getLogger("openlineage.client.client")
+        level = quiet.level
+        quiet.setLevel(logging.WARNING)  # the probe's "will use noop transport"
+        try:
+            if not OpenLineageClient(transport=NoopTransport(NoopConfig())).config.transport:
+                return None
+        finally:
+            quiet.setLevel(level)
+    before = set(os.environ)
     try:
-        probe = OpenLineageClient(transport=NoopTransport(NoopConfig()))
-        return bool(probe.config.transport)
-    finally:
-        quiet.setLevel(level)
+        return OpenLineageClient()
+    finally:  # the client turns OPENLINEAGE_URL into OPENLINEAGE__TRANSPORT__* variables of the
+        for added in set(os.environ) - before:  # process, which would outlive a change of the URL
+            del os.environ[added]
+
+
+def configured() -> bool:
+    """Whether the user configured an OpenLineage transport of their own."""
+    return _client(_configuration()) is not None
 
 
 def emit(lake: Lake, event: RunEvent) -> None:
@@ -438,10 +456,9 @@ def emit(lake: Lake, event: RunEvent) -> None:
     try:
         if os.environ.get("OPENLINEAGE_DISABLED", "").strip().lower() == "true":
             return
-        if configured():
-            from openlineage.client import OpenLineageClient
-
-            OpenLineageClient().emit(event)
+        client = _client(_configuration())
+        if client is not None:
+            client.emit(event)
         else:
             LineageLog(lake).emit(event)
     except Exception as exc:  # lineage is a report on the flow: it never stops one

@@ -5,6 +5,7 @@ tests/lakehouse/run/test_stream.py (accounting test)."""
 from __future__ import annotations
 
 import json
+import os
 import uuid
 from pathlib import Path
 
@@ -108,6 +109,8 @@ def test_events_go_to_the_configured_endpoint_else_to_ops_lineage(
     lineage.emit(lake, second)
     assert [(e["eventType"], e["job"]["name"]) for e in received] == [("COMPLETE", "iot.gold.device_status")]
     assert len(lineage.LineageLog(lake).events()) == 1, "sent to the endpoint, not also to ops.lineage"
+    leaked = [k for k in os.environ if k.startswith("OPENLINEAGE__")]
+    assert not leaked, "the client's variables outlive the test's URL: later events would go there"
 
     monkeypatch.setenv("OPENLINEAGE_URL", "http://127.0.0.1:1")  # nobody listens: logged, not raised
     lineage.emit(lake, second)
