@@ -85,27 +85,14 @@ def flow_event(
 ) -> RunEvent:
     """One OpenLineage run event of ``table``'s flow (``event_type``: START, RUNNING, COMPLETE,
     FAIL, ABORT)."""
-    from openlineage.client.event_v2 import InputDataset, Job, OutputDataset, Run, RunEvent, RunState
-    from openlineage.client.facet_v2 import (
-        column_lineage_dataset,
-        job_type_job,
-        output_statistics_output_dataset,
-        schema_dataset,
-        symlinks_dataset,
-    )
+    from openlineage.client.event_v2 import InputDataset, OutputDataset
+    from openlineage.client.facet_v2 import column_lineage_dataset, schema_dataset
 
     inputs, outputs = inputs_of(lake, pipeline, table), outputs_of(lake, table)
     tables = {*table.upstream_names, *outputs}  # the datasets that are tables of the lake
 
     def facets(label: str) -> dict[str, Any]:
-        if label not in tables:
-            return {}
-        namespace, _ = dataset_name(lake.table(label))
-        return {
-            "symlinks": symlinks_dataset.SymlinksDatasetFacet(
-                identifiers=[symlinks_dataset.Identifier(namespace=namespace, name=label, type="TABLE")]
-            )
-        }
+        return _table_facets(lake, label) if label in tables else {}
 
     input_datasets = [
         InputDataset(*dataset_name(location), facets=facets(label)) for label, location in inputs.items()
@@ -123,27 +110,14 @@ def flow_event(
                 )
             if columns is not None:
                 dataset_facets["columnLineage"] = _column_facet(column_lineage_dataset, columns, inputs)
-            if rows is not None:
-                output_facets["outputStatistics"] = (
-                    output_statistics_output_dataset.OutputStatisticsOutputDatasetFacet(rowCount=rows)
-                )
+            output_facets = _rows_written(rows)
         output_datasets.append(
             OutputDataset(*dataset_name(location), facets=dataset_facets, outputFacets=output_facets)
         )
-    job_facets = {
-        "jobType": job_type_job.JobTypeJobFacet(
-            processingType=processing, integration="LAKEHOUSE", jobType="FLOW"
-        )
-    }
-    return RunEvent(
-        eventType=RunState[event_type],
-        eventTime=times.now().isoformat(),
-        run=Run(runId=run_id, facets=_run_facets(error)),
-        job=Job(namespace=JOB_NAMESPACE, name=f"{pipeline.name}.{table.name}", facets=job_facets),
-        inputs=input_datasets,
-        outputs=output_datasets,
-        producer=PRODUCER,
-    )
+    return _run_event(
+        event_type, run_id, f"{pipeline.name}.{table.name}", ("FLOW", processing), input_datasets,
+        output_datasets, error,
+    )  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -173,20 +147,14 @@ def quality_event(
     table as its input with a data-quality assertion per expectation and its row count, at the
     Delta version the run read; FAIL when the run could not check (``error``), else COMPLETE
     (the assertions say what passed)."""
-    from openlineage.client.event_v2 import InputDataset, Job, Run, RunEvent, RunState
-    from openlineage.client.facet_v2 import (
-        data_quality_assertions_dataset,
-        data_quality_metrics_input_dataset,
-        dataset_version_dataset,
-        job_type_job,
-        symlinks_dataset,
-    )
+    from openlineage.client.event_v2 import InputDataset
+    from openlineage.client.facet_v2 import data_quality_assertions_dataset as dqa
+    from openlineage.client.facet_v2 import data_quality_metrics_input_dataset as dqm
 
-    namespace, name = dataset_name(lake.table(table.name))
-    input_facets: dict[str, Any] = {
-        "dataQualityAssertions": data_quality_assertions_dataset.DataQualityAssertionsDatasetFacet(
+    checked: dict[str, Any] = {
+        "dataQualityAssertions": dqa.DataQualityAssertionsDatasetFacet(
             assertions=[
-                data_quality_assertions_dataset.Assertion(
+                dqa.Assertion(
                     assertion=a.assertion,
                     name=a.name,
                     success=a.success,
@@ -199,35 +167,18 @@ def quality_event(
         )
     }
     if rows is not None:
-        input_facets["dataQualityMetrics"] = (
-            data_quality_metrics_input_dataset.DataQualityMetricsInputDatasetFacet(
-                rowCount=rows, columnMetrics={}
-            )
+        checked["dataQualityMetrics"] = dqm.DataQualityMetricsInputDatasetFacet(
+            rowCount=rows, columnMetrics={}
         )
-    dataset_facets: dict[str, Any] = {
-        "symlinks": symlinks_dataset.SymlinksDatasetFacet(
-            identifiers=[symlinks_dataset.Identifier(namespace=namespace, name=table.name, type="TABLE")]
-        )
-    }
-    if version is not None:
-        dataset_facets["version"] = dataset_version_dataset.DatasetVersionDatasetFacet(
-            datasetVersion=str(version)
-        )
-    dataset = InputDataset(namespace, name, facets=dataset_facets, inputFacets=input_facets)
-    job_facets = {
-        "jobType": job_type_job.JobTypeJobFacet(
-            processingType="BATCH", integration="LAKEHOUSE", jobType="QUALITY"
-        )
-    }
-    return RunEvent(
-        eventType=RunState.FAIL if error else RunState.COMPLETE,
-        eventTime=times.now().isoformat(),
-        run=Run(runId=run_id, facets=_run_facets(error)),
-        job=Job(namespace=JOB_NAMESPACE, name=f"{pipeline.name}.{table.name}.quality", facets=job_facets),
-        inputs=[dataset],
-        outputs=[],
-        producer=PRODUCER,
+    dataset = InputDataset(
+        *dataset_name(lake.table(table.name)),
+        facets=_table_facets(lake, table.name, version),
+        inputFacets=checked,
     )
+    return _run_event(
+        "FAIL" if error else "COMPLETE", run_id, f"{pipeline.name}.{table.name}.quality",
+        ("QUALITY", "BATCH"), [dataset], [], error,
+    )  # fmt: skip
 
 
 def _column_facet(module: Any, columns: ColumnLineage, inputs: Mapping[str, str]) -> Any:
@@ -270,50 +221,72 @@ def replay_event(
     """The OpenLineage event of a quarantine replay (job ``<pipeline>.<table>.replay``): the
     quarantine as its input (at the versions replayed), the table and the quarantine as its
     outputs, the rows that landed in the table; COMPLETE, or FAIL with ``error``."""
-    from openlineage.client.event_v2 import InputDataset, Job, OutputDataset, Run, RunEvent, RunState
-    from openlineage.client.facet_v2 import (
-        dataset_version_dataset,
-        job_type_job,
-        output_statistics_output_dataset,
-        symlinks_dataset,
+    from openlineage.client.event_v2 import InputDataset, OutputDataset
+
+    quarantine = dataset_name(lake.table(table.quarantine))
+    version = max(versions) if versions else None
+    return _run_event(
+        "FAIL" if error else "COMPLETE", run_id, f"{pipeline.name}.{table.name}.replay", ("REPLAY", "BATCH"),
+        [InputDataset(*quarantine, facets=_table_facets(lake, table.quarantine, version))],
+        [
+            OutputDataset(
+                *dataset_name(lake.table(table.name)), facets=_table_facets(lake, table.name),
+                outputFacets=_rows_written(landed),
+            ),
+            OutputDataset(*quarantine, facets=_table_facets(lake, table.quarantine)),
+        ],
+        error,
+    )  # fmt: skip
+
+
+def _table_facets(lake: Lake, name: str, version: int | None = None) -> dict[str, Any]:
+    """A lake table's dataset facets: a symlink to its name, and the Delta version read."""
+    from openlineage.client.facet_v2 import dataset_version_dataset, symlinks_dataset
+
+    namespace, _ = dataset_name(lake.table(name))
+    identifier = symlinks_dataset.Identifier(namespace=namespace, name=name, type="TABLE")
+    facets: dict[str, Any] = {"symlinks": symlinks_dataset.SymlinksDatasetFacet(identifiers=[identifier])}
+    if version is not None:
+        facets["version"] = dataset_version_dataset.DatasetVersionDatasetFacet(datasetVersion=str(version))
+    return facets
+
+
+def _rows_written(rows: int | None) -> dict[str, Any]:
+    from openlineage.client.facet_v2 import output_statistics_output_dataset as statistics
+
+    return (
+        {}
+        if rows is None
+        else {"outputStatistics": statistics.OutputStatisticsOutputDatasetFacet(rowCount=rows)}
     )
 
-    def facets(name: str) -> dict[str, Any]:
-        namespace, _ = dataset_name(lake.table(name))
-        identifier = symlinks_dataset.Identifier(namespace=namespace, name=name, type="TABLE")
-        return {"symlinks": symlinks_dataset.SymlinksDatasetFacet(identifiers=[identifier])}
 
-    read = facets(table.quarantine)
-    if versions:
-        read["version"] = dataset_version_dataset.DatasetVersionDatasetFacet(
-            datasetVersion=str(max(versions))
-        )
-    written = (
-        {
-            "outputStatistics": output_statistics_output_dataset.OutputStatisticsOutputDatasetFacet(
-                rowCount=landed
-            )
-        }
-        if landed is not None
-        else {}
-    )
-    job_facets = {
+def _run_event(
+    event_type: str,
+    run_id: str,
+    job: str,
+    kind: tuple[str, str],
+    inputs: list[Any],
+    outputs: list[Any],
+    error: str | None,
+) -> RunEvent:
+    """A run event of job ``lakehouse``/``job``; ``kind``: its job type and processing type."""
+    from openlineage.client.event_v2 import Job, Run, RunEvent, RunState
+    from openlineage.client.facet_v2 import job_type_job
+
+    job_type, processing = kind
+    facets = {
         "jobType": job_type_job.JobTypeJobFacet(
-            processingType="BATCH", integration="LAKEHOUSE", jobType="REPLAY"
+            processingType=processing, integration="LAKEHOUSE", jobType=job_type
         )
     }
     return RunEvent(
-        eventType=RunState.FAIL if error else RunState.COMPLETE,
+        eventType=RunState[event_type],
         eventTime=times.now().isoformat(),
         run=Run(runId=run_id, facets=_run_facets(error)),
-        job=Job(namespace=JOB_NAMESPACE, name=f"{pipeline.name}.{table.name}.replay", facets=job_facets),
-        inputs=[InputDataset(*dataset_name(lake.table(table.quarantine)), facets=read)],
-        outputs=[
-            OutputDataset(
-                *dataset_name(lake.table(table.name)), facets=facets(table.name), outputFacets=written
-            ),
-            OutputDataset(*dataset_name(lake.table(table.quarantine)), facets=facets(table.quarantine)),
-        ],
+        job=Job(namespace=JOB_NAMESPACE, name=job, facets=facets),
+        inputs=inputs,
+        outputs=outputs,
         producer=PRODUCER,
     )
 
