@@ -159,8 +159,8 @@ def _report_lineage(
             assertion=r.expectation_type,
             name=r.expectation,
             success=r.success,
-            column=_column(by_label.get(r.expectation)),
-            severity="warning" if r.action == "warn" else "critical",
+            column=_column(by_label[r.expectation]),
+            severity=by_label[r.expectation].severity,
             actual=None if r.unexpected_count is None else f"{r.unexpected_count} unexpected",
         )
         for r in results
@@ -176,9 +176,9 @@ def _report_lineage(
     lineage.emit(lake, event)
 
 
-def _column(declaration: Expectation | None) -> str | None:
-    column = (declaration.kwargs.get("column") if declaration else None) or None
-    return column if isinstance(column, str) else None
+def _column(declaration: Expectation) -> str | None:
+    column = declaration.kwargs.get("column")
+    return column if isinstance(column, str) and column else None
 
 
 def _run_table(

@@ -104,9 +104,9 @@ def test_a_violated_check_is_reported_with_its_offending_rows(
     assert sorted(assertions) == sorted(
         d.label for d in suite_declarations(iot.table("silver.device_events"))
     )
-    assert {k: assertions["event_id_unique"][k] for k in ("assertion", "success", "column", "actual")} == {
+    assert {k: assertions["event_id_unique"][k] for k in ("assertion", "success", "column", "actual", "severity")} == {
         "assertion": "expect_column_values_to_be_unique", "success": False, "column": "event_id",
-        "actual": "2 unexpected",
+        "actual": "2 unexpected", "severity": "critical",
     }  # fmt: skip
     assert assertions["has_rows"]["success"] is True and "column" not in assertions["has_rows"]
     rows = (
