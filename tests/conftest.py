@@ -205,6 +205,9 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
         _UNITS_SEEN.update(json.loads(Path(os.environ[UNITS]).read_text()))
     unit = _UNITS_SEEN.get(report.nodeid, report.nodeid.split("::", 1)[0])
     _UNIT_SECONDS[unit] = _UNIT_SECONDS.get(unit, 0.0) + report.duration
+    cpu = dict(report.user_properties).get(_CPU)
+    if cpu is not None:
+        _UNIT_CPU[unit] = _UNIT_CPU.get(unit, 0.0) + cpu
 
 
 def pytest_terminal_summary(terminalreporter, config: pytest.Config) -> None:
@@ -214,6 +217,67 @@ def pytest_terminal_summary(terminalreporter, config: pytest.Config) -> None:
     terminalreporter.section(f"slowest units of work ({total:,.0f} worker-s in all)")
     for unit, seconds in sorted(_UNIT_SECONDS.items(), key=lambda kv: -kv[1])[:20]:
         terminalreporter.write_line(f"{seconds:8.1f} s  {unit}")
+    if _UNIT_CPU:  # the work itself: the wall time above also counts waiting for the other workers
+        cpu = sum(_UNIT_CPU.values())
+        terminalreporter.section(f"costliest units of work ({cpu:,.0f} CPU-s in all, see tests/conftest.py)")
+        for unit, seconds in sorted(_UNIT_CPU.items(), key=lambda kv: -kv[1])[:25]:
+            terminalreporter.write_line(f"{seconds:8.1f} CPU-s  {unit}")
+
+
+# Per test, the CPU it cost: the worker's own, its reaped children's (CLI runs, drivers a test
+# waited for), its Spark session JVM's and that of the processes it started that still run (a
+# platform's services). A wall time counts waiting for the other workers on the shared cores too:
+# on 2 cores the same suite took 31 to 52 minutes. Not counted: processes detached from the worker
+# that end before the test does (drivers Airflow starts and stops).
+_CPU = "cpu_seconds"
+_UNIT_CPU: dict[str, float] = {}
+_TICK = os.sysconf("SC_CLK_TCK")
+_cpu_began: tuple[float, dict[str, float]] | None = None
+
+
+def _descendants_cpu() -> dict[str, float]:
+    """CPU seconds of every living descendant of this process, by ``pid:start time``."""
+    parents: dict[int, int] = {}
+    cpu: dict[int, tuple[str, float]] = {}
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = Path(entry.path, "stat").read_text()
+        except OSError:
+            continue
+        fields = stat[stat.rfind(")") + 2 :].split()
+        pid = int(entry.name)
+        parents[pid] = int(fields[1])
+        cpu[pid] = (f"{pid}:{fields[19]}", (int(fields[11]) + int(fields[12])) / _TICK)
+    me, found = os.getpid(), {}
+    for pid, (key, seconds) in cpu.items():
+        ancestor, hops = parents.get(pid), 0
+        while ancestor and ancestor != me and hops < 30:
+            ancestor, hops = parents.get(ancestor), hops + 1
+        if ancestor == me:
+            found[key] = seconds
+    return found
+
+
+def _own_cpu() -> float:
+    times = os.times()
+    return times.user + times.system + times.children_user + times.children_system
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> None:
+    global _cpu_began
+    _cpu_began = (_own_cpu(), _descendants_cpu())
+
+
+def _record_cpu(report: pytest.TestReport) -> None:
+    """At a test's teardown: what it cost, for the summary (``pytest_runtest_logreport``)."""
+    if report.when == "teardown" and _cpu_began is not None:
+        own, living = _cpu_began
+        now = _descendants_cpu()
+        spent = _own_cpu() - own + sum(seconds - living.get(key, 0.0) for key, seconds in now.items())
+        report.user_properties.append((_CPU, round(spent, 2)))
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
@@ -285,6 +349,7 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     outcome = yield
     report = outcome.get_result()
+    _record_cpu(report)
     if call.when != "call" or item is not _watched or not _started or report.failed:
         return
     report.outcome = "failed"
