@@ -424,6 +424,17 @@ def configured() -> bool:
     return _client(_configuration()) is not None
 
 
+def report(lake: Lake, what: str, build: Callable[[], RunEvent]) -> None:
+    """Build the event of ``what`` (a run's) and :func:`emit` it: lineage is a report on a run,
+    so an error in either is logged and never fails the run."""
+    try:
+        event = build()
+    except Exception as exc:
+        log.warning("no lineage event for %s: %s", what, exc)
+        return
+    emit(lake, event)
+
+
 def emit(lake: Lake, event: RunEvent) -> None:
     """Send ``event`` where OpenLineage is configured, else to ``ops.lineage``; log, never raise."""
     try:

@@ -166,14 +166,10 @@ def _report_lineage(
         for r in results
     ]
     rows = next((r.element_count for r in results if r.element_count is not None), None)
-    try:
-        event = lineage.quality_event(
-            lake, pipeline, table, run_id, assertions, rows=rows, version=version, error=error
-        )
-    except Exception as exc:  # lineage is a report on the run: it never fails one
-        log.warning("no lineage event for %s's quality run: %s", table.name, exc)
-        return
-    lineage.emit(lake, event)
+    lineage.report(
+        lake, f"{table.name}'s quality run",
+        lambda: lineage.quality_event(lake, pipeline, table, run_id, assertions, rows=rows, version=version, error=error),
+    )  # fmt: skip
 
 
 def _column(declaration: Expectation) -> str | None:

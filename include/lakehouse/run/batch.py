@@ -208,21 +208,12 @@ def _described(df: DataFrame, flow: Flow) -> dict[str, Any]:
 
 def _report(flow: Flow, state: str, facts: Mapping[str, Any], **more: Any) -> None:
     """The OpenLineage event of one table's backfill step (a batch run of its flow)."""
-    try:
-        event = lineage.flow_event(
-            flow.lake,
-            flow.pipeline,
-            flow.table,
-            state,
-            lineage.new_run_id(),
-            processing="BATCH",
-            **facts,
-            **more,
-        )
-    except Exception as exc:
-        log.warning("no lineage event for %s: %s", flow.table.name, exc)
-        return
-    lineage.emit(flow.lake, event)
+    lineage.report(
+        flow.lake, flow.table.name,
+        lambda: lineage.flow_event(
+            flow.lake, flow.pipeline, flow.table, state, lineage.new_run_id(), processing="BATCH", **facts, **more
+        ),
+    )  # fmt: skip
 
 
 def _write_slice(

@@ -106,12 +106,10 @@ def replay(
 
 def _report_lineage(lake: Lake, pipeline: Pipeline, table_name: str, run_id: str, **facts: Any) -> None:
     """The replay's OpenLineage run (never fails the replay)."""
-    try:
-        event = lineage.replay_event(lake, pipeline, pipeline.table(table_name), run_id, **facts)
-    except Exception as exc:  # an unknown table: the replay's own error says so
-        log.warning("no lineage event for the replay of %s: %s", table_name, exc)
-        return
-    lineage.emit(lake, event)
+    lineage.report(  # an unknown table: the replay's own error says so
+        lake, f"the replay of {table_name}",
+        lambda: lineage.replay_event(lake, pipeline, pipeline.table(table_name), run_id, **facts),
+    )  # fmt: skip
 
 
 def _replay(

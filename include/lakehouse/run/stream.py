@@ -328,13 +328,12 @@ class StreamRunner:
         """An OpenLineage event of the flow's run (the streaming query's run): at START what it
         reads and writes and its columns' lineage from the analyzed plan ``rows``; RUNNING now
         and then while it commits; COMPLETE or FAIL when it ends. A report: it never fails the flow."""
-        try:
+
+        def build() -> lineage.RunEvent:
             facts = described(rows, self.lake, self.pipeline, table) if rows is not None else {}
-            event = lineage.flow_event(self.lake, self.pipeline, table, state, run_id, error=error, **facts)
-        except Exception as exc:
-            log.warning("no lineage for %s: %s", table.name, exc)
-            return
-        lineage.emit(self.lake, event)
+            return lineage.flow_event(self.lake, self.pipeline, table, state, run_id, error=error, **facts)
+
+        lineage.report(self.lake, table.name, build)
 
     def _refuse_incompatible(self, table: Table, checkpoint: str, shape: compatibility.FlowShape) -> None:
         """Raise :class:`FlowRefused` when ``shape`` cannot restart on what the checkpoint recorded."""

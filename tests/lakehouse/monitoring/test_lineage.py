@@ -116,6 +116,23 @@ def test_events_go_to_the_configured_endpoint_else_to_ops_lineage(
     lineage.emit(lake, second)
 
 
+def test_a_report_sends_what_it_built_and_only_logs_what_it_could_not_build(
+    iot: Pipeline, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    lake = Lake(str(tmp_path / "lake"))
+    table = iot.table("gold.device_status")
+    built = lineage.flow_event(lake, iot, table, "START", lineage.new_run_id())
+    lineage.report(lake, table.name, lambda: built)
+
+    def broken() -> lineage.RunEvent:
+        raise KeyError("no such table")
+
+    with caplog.at_level("WARNING", logger="lakehouse"):
+        lineage.report(lake, "gold.nowhere", broken)  # the run it reports on goes on
+    assert [e["run"]["runId"] for e in lineage.LineageLog(lake).events()] == [built.run.runId]
+    assert "no lineage event for gold.nowhere: 'no such table'" in caplog.text
+
+
 def test_a_running_stream_reports_now_and_then_not_every_commit() -> None:
     sent: list[int] = []
     often, seldom = (
