@@ -208,6 +208,7 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     cpu = dict(report.user_properties).get(_CPU)
     if cpu is not None:
         _UNIT_CPU[unit] = _UNIT_CPU.get(unit, 0.0) + cpu
+        _TEST_CPU[report.nodeid] = cpu
 
 
 def pytest_terminal_summary(terminalreporter, config: pytest.Config) -> None:
@@ -222,6 +223,9 @@ def pytest_terminal_summary(terminalreporter, config: pytest.Config) -> None:
         terminalreporter.section(f"costliest units of work ({cpu:,.0f} CPU-s in all, see tests/conftest.py)")
         for unit, seconds in sorted(_UNIT_CPU.items(), key=lambda kv: -kv[1])[:25]:
             terminalreporter.write_line(f"{seconds:8.1f} CPU-s  {unit}")
+        terminalreporter.section("costliest tests (setup, call and teardown)")
+        for test, seconds in sorted(_TEST_CPU.items(), key=lambda kv: -kv[1])[:25]:
+            terminalreporter.write_line(f"{seconds:8.1f} CPU-s  {test}")
 
 
 # Per test, the CPU it cost: the worker's own, its reaped children's (CLI runs, drivers a test
@@ -231,6 +235,7 @@ def pytest_terminal_summary(terminalreporter, config: pytest.Config) -> None:
 # that end before the test does (drivers Airflow starts and stops).
 _CPU = "cpu_seconds"
 _UNIT_CPU: dict[str, float] = {}
+_TEST_CPU: dict[str, float] = {}
 _TICK = os.sysconf("SC_CLK_TCK")
 _cpu_began: tuple[float, dict[str, float]] | None = None
 
