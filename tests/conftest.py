@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import psutil
 import pytest
 from xdist.scheduler import LoadScopeScheduling
 
@@ -236,32 +237,17 @@ def pytest_terminal_summary(terminalreporter, config: pytest.Config) -> None:
 _CPU = "cpu_seconds"
 _UNIT_CPU: dict[str, float] = {}
 _TEST_CPU: dict[str, float] = {}
-_TICK = os.sysconf("SC_CLK_TCK")
 _cpu_began: tuple[float, dict[str, float]] | None = None
 
 
 def _descendants_cpu() -> dict[str, float]:
     """CPU seconds of every living descendant of this process, by ``pid:start time``."""
-    parents: dict[int, int] = {}
-    cpu: dict[int, tuple[str, float]] = {}
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = Path(entry.path, "stat").read_text()
-        except OSError:
-            continue
-        fields = stat[stat.rfind(")") + 2 :].split()
-        pid = int(entry.name)
-        parents[pid] = int(fields[1])
-        cpu[pid] = (f"{pid}:{fields[19]}", (int(fields[11]) + int(fields[12])) / _TICK)
-    me, found = os.getpid(), {}
-    for pid, (key, seconds) in cpu.items():
-        ancestor, hops = parents.get(pid), 0
-        while ancestor and ancestor != me and hops < 30:
-            ancestor, hops = parents.get(ancestor), hops + 1
-        if ancestor == me:
-            found[key] = seconds
+    found = {}
+    for process in psutil.Process().children(recursive=True):
+        # gone meanwhile: its parent reaped it (counted there)
+        with contextlib.suppress(psutil.Error), process.oneshot():
+            times = process.cpu_times()
+            found[f"{process.pid}:{process.create_time()}"] = times.user + times.system
     return found
 
 
