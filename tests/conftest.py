@@ -227,6 +227,14 @@ def pytest_terminal_summary(terminalreporter, config: pytest.Config) -> None:
         terminalreporter.section("costliest tests (setup, call and teardown)")
         for test, seconds in sorted(_TEST_CPU.items(), key=lambda kv: -kv[1])[:25]:
             terminalreporter.write_line(f"{seconds:8.1f} CPU-s  {test}")
+    # every test's and unit's figures, for whoever trims the suite next (the lists above are the top)
+    costs = {"units_wall_s": _UNIT_SECONDS, "units_cpu_s": _UNIT_CPU, "tests_cpu_s": _TEST_CPU}
+    written = config.rootpath / ".pytest_cache" / "test-costs.json"
+    written.parent.mkdir(exist_ok=True)
+    written.write_text(
+        json.dumps({k: dict(sorted(v.items(), key=lambda kv: -kv[1])) for k, v in costs.items()}, indent=1)
+    )
+    terminalreporter.write_line(f"every test's CPU-s and every unit's: {written}")
 
 
 # Per test, the CPU it cost: the worker's own, its reaped children's (CLI runs, drivers a test
