@@ -135,15 +135,15 @@ def run_checks(
             try:
                 report = _run_table(context, source, spark, lake, pipeline, table, declarations, run_id)
             except Exception as exc:
-                _report_lineage(lake, pipeline, table, lineage_run, [], error=str(exc))
+                report_lineage(lake, pipeline, table, lineage_run, [], error=str(exc))
                 raise
             reports.append(report)
             history.append([_row(run_id, pipeline, r) for r in report.results])
-            _report_lineage(lake, pipeline, table, lineage_run, report.results, version=report.version)
+            report_lineage(lake, pipeline, table, lineage_run, report.results, version=report.version)
     return QualityReport(pipeline.name, run_id, reports, docs_dir(home), time.monotonic() - started)
 
 
-def _report_lineage(
+def report_lineage(
     lake: Lake,
     pipeline: Pipeline,
     table: Table,
@@ -152,24 +152,28 @@ def _report_lineage(
     version: int | None = None,
     error: str | None = None,
 ) -> None:
-    """The run's OpenLineage event: an assertion per expectation, the rows checked."""
-    by_label = {d.label: d for d in suite_declarations(table)}
-    assertions = [
-        lineage.Assertion(
-            assertion=r.expectation_type,
-            name=r.expectation,
-            success=r.success,
-            column=_column(by_label[r.expectation]),
-            severity=by_label[r.expectation].severity,
-            actual=None if r.unexpected_count is None else f"{r.unexpected_count} unexpected",
+    """The run's OpenLineage event: an assertion per expectation, the rows checked. Built inside
+    the report's guard, as the event is: lineage never fails a quality run."""
+
+    def build() -> lineage.RunEvent:
+        by_label = {d.label: d for d in suite_declarations(table)}
+        assertions = [
+            lineage.Assertion(
+                assertion=r.expectation_type,
+                name=r.expectation,
+                success=r.success,
+                column=_column(by_label[r.expectation]),
+                severity=by_label[r.expectation].severity,
+                actual=None if r.unexpected_count is None else f"{r.unexpected_count} unexpected",
+            )
+            for r in results
+        ]
+        rows = next((r.element_count for r in results if r.element_count is not None), None)
+        return lineage.quality_event(
+            lake, pipeline, table, run_id, assertions, rows=rows, version=version, error=error
         )
-        for r in results
-    ]
-    rows = next((r.element_count for r in results if r.element_count is not None), None)
-    lineage.report(
-        lake, f"{table.name}'s quality run",
-        lambda: lineage.quality_event(lake, pipeline, table, run_id, assertions, rows=rows, version=version, error=error),
-    )  # fmt: skip
+
+    lineage.report(lake, f"{table.name}'s quality run", build)
 
 
 def _column(declaration: Expectation) -> str | None:

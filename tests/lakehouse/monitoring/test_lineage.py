@@ -133,6 +133,25 @@ def test_a_report_sends_what_it_built_and_only_logs_what_it_could_not_build(
     assert "no lineage event for gold.nowhere: 'no such table'" in caplog.text
 
 
+def test_a_quality_run_whose_event_cannot_be_built_is_still_a_quality_run(
+    iot: Pipeline, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Everything the quality run's event needs is built inside the report's guard: a result
+    naming an expectation the suite does not declare (a suite changed while it ran) is logged."""
+    from lakehouse.quality.checks import report_lineage
+    from lakehouse.quality.report import CheckResult
+
+    lake = Lake(str(tmp_path / "lake"))
+    table = iot.table("silver.device_events")
+    unknown = CheckResult(
+        table.name, "gone_since", "expect_column_values_to_not_be_null", "fail", True, 3, 0, 0.0, None, []
+    )
+    with caplog.at_level("WARNING", logger="lakehouse"):
+        report_lineage(lake, iot, table, lineage.new_run_id(), [unknown])
+    assert "no lineage event for silver.device_events's quality run: 'gone_since'" in caplog.text
+    assert lineage.LineageLog(lake).events() == []
+
+
 def test_a_running_stream_reports_now_and_then_not_every_commit() -> None:
     sent: list[int] = []
     often, seldom = (
