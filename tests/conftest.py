@@ -90,36 +90,45 @@ SHARED_FIXTURES = {
     "demo_root": "demo",  # the demo lake and the two SQL servers on it
     "fresh_iot_once": "fresh_iot",
 }
-# The units of half a minute or more, longest first (seconds in a fresh-clone run of make test on
-# 2 cores, 2026-11-28: 5,445 worker-s in all): the long ones start first and the short ones fill
-# in at the end, so that no worker runs on alone.
+# The units of half a minute or more, longest first (worker-seconds in the fresh-clone run of make
+# test on 2 cores of 2026-12-08, 7,892 in all; .pytest_cache/test-costs.json has every unit's): the
+# long ones start first and the short ones fill in at the end, so that no worker runs on alone.
 LONGEST_FIRST = (
-    "tests/lakehouse/platform/test_embedded.py",  # 668 s
-    "demo",  # 551
-    "stack",  # 500 (the kill and restart proven here, 2026-12-05)
-    "tests/pipelines/crm/test_pipeline.py",  # 385
-    "tests/pipelines/ads/test_streaming.py",  # 374
-    "fresh_iot",  # 298
-    "tests/bench/test_ysb.py",  # 219
-    "tests/lakehouse/run/test_stream.py",  # 188
-    "tests/lakehouse/run/test_coordination.py",  # 173
-    "tests/lakehouse/run/test_batch.py",  # 168
-    "tests/test_readme.py",  # 161
-    "tests/lakehouse/orchestration/dags/test_runs.py",  # 157
-    "tests/lakehouse/orchestration/dags/test_streams.py",  # 140 (its two embedded tests)
-    "tests/lakehouse/models/test_models.py",  # 134
-    "tests/bench/test_stress.py",  # 132
-    "tests/lakehouse/writes/test_history.py",  # 128 (alone, 2026-11-30)
-    "tests/lakehouse/test_bad_input.py",  # 113
-    "tests/lakehouse/cockpit/test_plugin.py",  # 87
-    "tests/lakehouse/platform/test_objectstore.py",  # 80 (alone, 2026-11-29)
-    "tests/lakehouse/quality/test_gate.py",  # 81
-    "tests/lakehouse/run/test_maintenance.py",  # 75
-    "tests/lakehouse/sources/test_delta_table.py",  # 64
-    "tests/pipelines/iot/test_quality.py",  # 46
-    "tests/bench/test_wide.py",  # 40 (2026-11-29)
-    "tests/lakehouse/run/test_failures.py",  # 39
-    "tests/lakehouse/quality/test_checks.py",  # 39
+    "tests/lakehouse/platform/test_embedded.py",  # 946
+    "stack",  # 922
+    "demo",  # 765
+    "tests/pipelines/crm/test_pipeline.py",  # 370
+    "tests/pipelines/ads/test_streaming.py",  # 368
+    "tests/lakehouse/writes/test_history.py",  # 333
+    "fresh_iot",  # 327
+    "tests/lakehouse/run/test_stream.py",  # 280
+    "tests/lakehouse/orchestration/dags/test_streams.py",  # 262
+    "tests/lakehouse/run/test_replay.py",  # 238
+    "tests/lakehouse/run/test_coordination.py",  # 236
+    "tests/lakehouse/models/test_models.py",  # 201
+    "tests/lakehouse/platform/test_objectstore.py",  # 190
+    "tests/lakehouse/run/test_fencing.py",  # 178
+    "tests/bench/test_wide.py",  # 162
+    "tests/test_readme.py",  # 147
+    "tests/bench/test_ysb.py",  # 142
+    "tests/lakehouse/writes/test_append.py",  # 141
+    "tests/lakehouse/serving/test_result_caps.py",  # 136
+    "tests/lakehouse/orchestration/dags/test_runs.py",  # 134
+    "tests/lakehouse/run/test_batch.py",  # 116
+    "tests/bench/test_stress.py",  # 107
+    "tests/lakehouse/cockpit/test_plugin.py",  # 90
+    "tests/lakehouse/run/test_failures.py",  # 86
+    "tests/lakehouse/run/test_maintenance.py",  # 84
+    "tests/lakehouse/test_bad_input.py",  # 78
+    "tests/lakehouse/quality/test_gate.py",  # 77
+    "tests/lakehouse/quality/test_checks.py",  # 60
+    "tests/lakehouse/test_delta.py",  # 53
+    "tests/lakehouse/sources/test_delta_table.py",  # 52
+    "tests/pipelines/iot/test_quality.py",  # 45
+    "tests/lakehouse/cli/test_reset_fenced.py",  # 44
+    "tests/lakehouse/state/test_session.py",  # 33
+    "tests/lakehouse/run/test_rescue.py",  # 31
+    "tests/lakehouse/sources/test_json_files.py",  # 30
 )
 UNITS = "LAKEHOUSE_TEST_UNITS"  # the file the workers write the units to
 
